@@ -1,0 +1,47 @@
+# Thin wrappers; every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint format generate check-generated bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## demo: compile and simulate the slider-crank; write results/ (npz, csv, png)
+demo: $(STAMP)
+	$(BIN)/mbdgen compile models/slider_crank.py
+	$(BIN)/mbdgen simulate models/slider_crank.py --method abm --order 4 --h 1e-3 \
+		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.npz --plot results/slider_crank.png
+	$(BIN)/mbdgen simulate models/slider_crank.py --method abm --order 4 --h 1e-3 \
+		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.csv --output-every 10 --no-progress
+
+## test: lint and the whole test suite
+test: $(STAMP)
+	$(BIN)/ruff check mbdgen tests models
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check mbdgen tests models
+	$(BIN)/ruff format --check mbdgen tests models
+
+format: $(STAMP)
+	$(BIN)/ruff format mbdgen tests models
+	$(BIN)/ruff check --fix mbdgen tests models
+
+## generate: regenerate generated/ from models/ (commit the result)
+generate: $(STAMP)
+	for f in models/*.py; do $(BIN)/mbdgen compile $$f || exit 1; done
+
+check-generated: $(STAMP)
+	for f in models/*.py; do $(BIN)/mbdgen compile --check $$f || exit 1; done
+
+bench: $(STAMP)
+	$(BIN)/mbdgen bench
+
+clean:
+	rm -rf results build dist *.egg-info .pytest_cache .ruff_cache

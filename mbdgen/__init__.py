@@ -1,0 +1,36 @@
+"""mbdgen: a symbolic-to-numeric compiler for constrained multibody dynamics.
+
+``mbdgen.compile(path)`` turns a SymPy model file into a module of Numba kernels;
+``mbdgen.simulate(module, method=..., h=..., t_end=...)`` integrates it and returns a
+:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result.
+
+Heavy dependencies (SymPy, Numba) are imported lazily so that a warm start, which
+only imports an up-to-date generated module, stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "compile": ("mbdgen.compiler", "compile"),
+    "simulate": ("mbdgen.simulation", "simulate"),
+    "load": ("mbdgen.results", "load"),
+    "Result": ("mbdgen.results", "Result"),
+    "Model": ("mbdgen.model.core", "Model"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mbdgen' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Code generation: kernel ABI, CSE and printing, Jinja rendering, stamps."""

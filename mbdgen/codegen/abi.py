@@ -1,0 +1,147 @@
+"""The kernel ABI, defined once (STYLE lesson 3).
+
+Every generated module exports the kernels listed in :data:`KERNELS`, with exactly
+these argument names and order, and the runtime entry points of :data:`ENTRY_POINTS`.
+Templates render from these tables; the runtime and the tests read them; their
+digest (:func:`abi_hash`) is stamped into every generated module.
+
+Argument kinds: ``t`` time (float); ``q``, ``qd``, ``a`` vectors of length n;
+``lam`` a vector of length m; ``p`` the parameter vector; output arrays come last
+and are written in place (kernels allocate nothing).  Names follow the literature
+(DESIGN rule 8): Φ → phi, Φ_q → phi_q, γ → gamma, ν → nu, λ → lam.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output array of a kernel: its argument name and the expression block."""
+
+    arg: str
+    block: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A generated kernel: ``name(*inputs, *outputs)``, all outputs written in place."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    doc: str
+
+
+def _single(name: str, inputs: tuple[str, ...], doc: str) -> Kernel:
+    return Kernel(name, inputs, (Output("out", name),), doc)
+
+
+#: Shapes of the expression blocks, as (rows, cols) in terms of n and m; cols None = vector.
+BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
+    "phi": ("m", None),
+    "phi_q": ("m", "n"),
+    "phi_t": ("m", None),
+    "nu": ("m", None),
+    "gamma": ("m", None),
+    "mass": ("n", "n"),
+    "force": ("n", None),
+    "mass_a_q": ("n", "n"),
+    "phi_q_lam_q": ("n", "n"),
+    "force_q": ("n", "n"),
+    "force_qd": ("n", "n"),
+    "phi_q_a_q": ("m", "n"),
+    "gamma_q": ("m", "n"),
+    "gamma_qd": ("m", "n"),
+}
+
+KERNELS: tuple[Kernel, ...] = (
+    _single("phi", ("t", "q", "p"), "Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."),
+    _single("phi_q", ("t", "q", "p"), "Constraint Jacobian Φ_q."),
+    _single("phi_t", ("t", "q", "p"), "Partial time derivative Φ_t."),
+    _single("nu", ("t", "q", "p"), "Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."),
+    _single(
+        "gamma",
+        ("t", "q", "qd", "p"),
+        "Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6).",
+    ),
+    _single("mass", ("t", "q", "p"), "Mass matrix M(q)."),
+    _single("force", ("t", "q", "qd", "p"), "Generalized applied force Q(q, q̇, t)."),
+    _single("mass_a_q", ("t", "q", "a", "p"), "(M(q) a)_q (Negrut et al. 2007, Eq. 12)."),
+    _single("phi_q_lam_q", ("t", "q", "lam", "p"), "(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."),
+    _single("force_q", ("t", "q", "qd", "p"), "Q_q."),
+    _single("force_qd", ("t", "q", "qd", "p"), "Q_q̇."),
+    _single("phi_q_a_q", ("t", "q", "a", "p"), "(Φ_q a)_q (Haug et al. 1997, Eq. 29)."),
+    _single("gamma_q", ("t", "q", "qd", "p"), "γ_q."),
+    _single("gamma_qd", ("t", "q", "qd", "p"), "γ_q̇."),
+    Kernel(
+        "dynamics",
+        ("t", "q", "qd", "p"),
+        (
+            Output("mass", "mass"),
+            Output("force", "force"),
+            Output("phi", "phi"),
+            Output("phi_q", "phi_q"),
+            Output("phi_t", "phi_t"),
+            Output("gamma", "gamma"),
+        ),
+        "M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation "
+        "of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs.",
+    ),
+)
+
+#: Blocks that also get a ``<name>_values`` kernel writing the static sparse pattern.
+SPARSE_BLOCKS: tuple[str, ...] = tuple(b for b, (_, c) in BLOCK_SHAPES.items() if c is not None)
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """A cached binding in each generated module of a generic runtime function.
+
+    The generated function ``name(*args)`` returns ``runtime.<target>(*bound, *args)``.
+    ``bound`` lists runtime functions (``rt.``-prefixed) and kernels of the module
+    that are passed first; binding them inside the generated module lets Numba cache
+    the specialised integrator with the module (a dispatcher passed from Python is
+    part of the cache key and would never hit the cache across processes).
+    """
+
+    name: str
+    target: str
+    bound: tuple[str, ...]
+    args: tuple[str, ...]
+
+
+_CHUNK_ARGS = (
+    "p",
+    "ctrl",
+    "ws",
+    "aux",
+    "t0",
+    "h",
+    "x",
+    "hist",
+    "scratch",
+    "state",
+    "ab_coef",
+    "am_coef",
+    "n_steps",
+    "stride",
+    "out_t",
+    "out_x",
+    "out_f",
+    "out_aux",
+)
+
+ENTRY_POINTS: tuple[EntryPoint, ...] = (
+    EntryPoint(
+        "abm_chunk", "explicit.abm_chunk", ("rt.index1.index1_rhs", "dynamics"), _CHUNK_ARGS
+    ),
+)
+
+
+def abi_hash() -> str:
+    """Digest of the ABI tables above (changes whenever a signature changes)."""
+    text = repr((BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS, ENTRY_POINTS))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,203 @@
+"""Code generation: a :class:`SymbolicSystem` → the source of a generated module.
+
+Stages: for each kernel of the ABI, its output expressions are put through one
+common-subexpression elimination (so the fused ``dynamics`` kernel shares work
+between M, Q, Φ, Φ_q, Φ_t and γ), printed as Python/Numba statements that index the
+ABI arguments (``q[0]``, ``p[3]``), and rendered with the Jinja templates in
+``mbdgen/templates``.  The output is deterministic: the same model and the same
+mbdgen give byte-identical text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+import sympy as sp
+from sympy.printing.pycode import PythonCodePrinter
+
+from mbdgen import __version__
+from mbdgen.codegen.abi import BLOCK_SHAPES, ENTRY_POINTS, KERNELS, SPARSE_BLOCKS, abi_hash
+from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash
+from mbdgen.errors import CompileError
+from mbdgen.symbolic.derive import SymbolicSystem
+
+
+class KernelPrinter(PythonCodePrinter):
+    """Prints SymPy expressions as Numba-compatible Python indexing ABI arguments."""
+
+    def __init__(self, names: dict[sp.Symbol, str]) -> None:
+        super().__init__({"fully_qualified_modules": True, "strict": True})
+        self._names = names
+
+    def _print_Symbol(self, expr: sp.Symbol) -> str:
+        name = self._names.get(expr)
+        return name if name is not None else super()._print_Symbol(expr)
+
+
+@dataclass(frozen=True)
+class Statement:
+    target: str
+    value: str
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    """What the kernel template needs for one kernel."""
+
+    name: str
+    args: tuple[str, ...]
+    doc: str
+    zero_fill: tuple[str, ...]
+    temporaries: tuple[Statement, ...]
+    assignments: tuple[Statement, ...]
+
+
+def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
+    from mbdgen.model.core import t
+
+    names: dict[sp.Symbol, str] = {t: "t"}
+    for vec, arg in ((system.q, "q"), (system.qd, "qd"), (system.a, "a"), (system.lam, "lam")):
+        for i, s in enumerate(vec):
+            names[s] = f"{arg}[{i}]"
+    for i, s in enumerate(system.p):
+        names[s] = f"p[{i}]"
+    return names
+
+
+def _kernel_code(
+    name: str,
+    args: tuple[str, ...],
+    doc: str,
+    outputs: list[tuple[str, sp.Matrix, bool]],
+    printer: KernelPrinter,
+) -> KernelCode:
+    """CSE over all outputs of one kernel, then print.
+
+    ``outputs`` holds (argument name, matrix, is_vector).  Entries that are
+    structurally zero are written by one ``out[...] = 0.0`` fill per output.
+    """
+    targets: list[str] = []
+    exprs: list[sp.Expr] = []
+    zero_fill: list[str] = []
+    for arg, mat, is_vector in outputs:
+        nonzero = 0
+        for i in range(mat.rows):
+            for j in range(mat.cols):
+                e = mat[i, j]
+                if e == 0:
+                    continue
+                nonzero += 1
+                targets.append(f"{arg}[{i}]" if is_vector else f"{arg}[{i}, {j}]")
+                exprs.append(e)
+        if nonzero < mat.rows * mat.cols:
+            zero_fill.append(arg)
+    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_c"), order="canonical")
+    try:
+        temporaries = tuple(Statement(str(s), printer.doprint(e)) for s, e in replacements)
+        assignments = tuple(
+            Statement(tgt, printer.doprint(e)) for tgt, e in zip(targets, reduced, strict=True)
+        )
+    except Exception as exc:  # PrintMethodNotImplementedError and friends
+        raise CompileError(f"kernel {name!r}: cannot generate code: {exc}") from None
+    return KernelCode(name, args, doc, tuple(zero_fill), temporaries, assignments)
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+#: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
+TEMPLATE_KEYS = frozenset(
+    {
+        "version",
+        "source_file",
+        "source_hash",
+        "compiler_hash",
+        "abi_hash",
+        "model",
+        "description",
+        "n",
+        "m",
+        "coordinates",
+        "velocities",
+        "parameters",
+        "p_default",
+        "q0",
+        "qd0",
+        "kernels",
+        "sparse",
+        "entry_points",
+    }
+)
+
+
+def render_module(system: SymbolicSystem, source_file: str, source_hash: str) -> str:
+    """Source text of the generated module for ``system``."""
+    model = system.model
+    printer = KernelPrinter(_symbol_names(system))
+    kernels: list[KernelCode] = []
+    for spec in KERNELS:
+        outputs = [
+            (o.arg, system.blocks[o.block], BLOCK_SHAPES[o.block][1] is None) for o in spec.outputs
+        ]
+        kernels.append(
+            _kernel_code(
+                spec.name,
+                spec.inputs + tuple(o.arg for o in spec.outputs),
+                spec.doc,
+                outputs,
+                printer,
+            )
+        )
+    sparse = []
+    for block in SPARSE_BLOCKS:
+        mat = system.blocks[block]
+        pattern = system.patterns[block]
+        values = sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
+        spec = next(k for k in KERNELS if k.name == block)
+        kernels.append(
+            _kernel_code(
+                f"{block}_values",
+                spec.inputs + ("out",),
+                f"Values of {block} on its static pattern {block.upper()}_ROWS/COLS.",
+                [("out", values, True)],
+                printer,
+            )
+        )
+        sparse.append(
+            {
+                "name": block.upper(),
+                "rows": [i for i, _ in pattern],
+                "cols": [j for _, j in pattern],
+            }
+        )
+    context = {
+        "version": __version__,
+        "source_file": source_file,
+        "source_hash": source_hash,
+        "compiler_hash": compiler_hash(),
+        "abi_hash": abi_hash(),
+        "model": model.name,
+        "description": repr(model.description),
+        "n": model.n,
+        "m": model.m,
+        "coordinates": [c.name for c in model.coordinates],
+        "velocities": [v.name for v in model.velocities],  # type: ignore[union-attr]
+        "parameters": [s.name for s in model.parameter_symbols],
+        "p_default": [repr(float(v)) for v in model.parameters.values()],
+        "q0": [repr(float(v)) for v in model.q0],
+        "qd0": [repr(float(v)) for v in model.qd0],  # type: ignore[union-attr]
+        "kernels": kernels,
+        "sparse": sparse,
+        "entry_points": ENTRY_POINTS,
+    }
+    assert set(context) == TEMPLATE_KEYS, set(context) ^ TEMPLATE_KEYS
+    return _environment().get_template("module.py.j2").render(**context)

@@ -1,0 +1,43 @@
+"""What a generated module is stamped with, computable without SymPy (fast warm start)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from mbdgen import __version__
+from mbdgen.codegen.abi import abi_hash
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+TEMPLATE_DIR = _PACKAGE / "templates"
+
+
+def compiler_hash() -> str:
+    """Digest of everything that shapes generated text besides the model itself.
+
+    The mbdgen version, the kernel ABI, the templates and the sources of the front
+    end, the derivation and the code generator.  Stamped into each module so that a
+    module made by another compiler is detected as stale.
+    """
+    h = hashlib.sha256(__version__.encode())
+    h.update(abi_hash().encode())
+    files = sorted(TEMPLATE_DIR.glob("*.j2"))
+    for sub in ("model", "symbolic", "codegen"):
+        files += sorted((_PACKAGE / sub).glob("*.py"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes().replace(b"\r\n", b"\n"))
+    return h.hexdigest()[:16]
+
+
+_STAMP = re.compile(r'^(SOURCE_HASH|COMPILER_HASH|MBDGEN_VERSION) = "([^"]*)"$', re.MULTILINE)
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp fields of a generated module, read from its text (no import)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return dict(_STAMP.findall(text))

@@ -1,0 +1,142 @@
+"""Integration methods as data, and the registry that names them (STYLE lesson 8).
+
+Adams coefficients are computed exactly (``fractions.Fraction``) from their
+defining identities and converted from backward-difference form to ordinate
+weights once, in Python; the jitted loops only read the tables.
+
+* Adams–Bashforth γ_i (Haug 1989, Eq. 7.4.12, Table 7.4.4):
+  Σ_{j=0}^{i} γ_j / (i + 1 − j) = 1.
+* Adams–Moulton γ*_i (Haug 1989, Eq. 7.4.15, Table 7.4.10):
+  γ*_0 = 1 and Σ_{j=0}^{i} γ*_j / (i + 1 − j) = 0 for i ≥ 1.
+
+With ∇^i f_n = Σ_j (−1)^j C(i, j) f_{n−j}, AB order k is
+x_{n+1} = x_n + h Σ_{j<k} β_{k,j} f_{n−j},  β_{k,j} = (−1)^j Σ_{i=j}^{k−1} γ_i C(i, j).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+#: Highest Adams order supported (AB 5 predictor with AM 6 corrector, as in Haug's tables).
+KMAX = 6
+
+
+def adams_bashforth_gammas(count: int) -> list[Fraction]:
+    """γ_0 … γ_{count−1} of Haug 1989, Table 7.4.4 (1, 1/2, 5/12, 3/8, 251/720, 95/288)."""
+    g: list[Fraction] = []
+    for i in range(count):
+        g.append(Fraction(1) - sum(g[j] / (i + 1 - j) for j in range(i)))
+    return g
+
+
+def adams_moulton_gammas(count: int) -> list[Fraction]:
+    """γ*_0 … γ*_{count−1} of Haug 1989, Table 7.4.10 (1, −1/2, −1/12, −1/24, …)."""
+    g: list[Fraction] = []
+    for i in range(count):
+        g.append(Fraction(1) if i == 0 else -sum(g[j] / (i + 1 - j) for j in range(i)))
+    return g
+
+
+def _ordinates(gammas: list[Fraction], order: int) -> list[Fraction]:
+    """Ordinate weights of Σ_{i<order} γ_i ∇^i (newest value first)."""
+    return [
+        (-1) ** j * sum((gammas[i] * comb(i, j) for i in range(j, order)), Fraction(0))
+        for j in range(order)
+    ]
+
+
+def adams_tables(kmax: int = KMAX, start: str = "ramp") -> tuple[np.ndarray, np.ndarray]:
+    """Ordinate weight tables for :func:`mbdgen.runtime.explicit.abm_chunk`.
+
+    Returns ``ab`` of shape (kmax + 1, kmax), row k = AB order k, and ``am`` of
+    shape (kmax + 2, kmax + 1), row k + 1 = the corrector used after a predictor of
+    order k (newest value, the predicted f^p, first).
+
+    ``start="ramp"`` is the self-starting scheme of Haug 1989 §7.4.4: while only
+    k' < k past values exist the step is AB k' / AM k'+1 (Example 7.4.5).
+
+    ``start="haug1989-tables"`` reproduces how the program behind Haug's Tables
+    7.4.11 and 7.4.12 started: the corrector has its full order k + 1 from the first
+    step, with the not-yet-available backward differences taken as zero, so the
+    missing higher differences of f^p all repeat ∇^{k'} f^p.  That start-up makes a
+    local error O(h²) and the published PECE results only second-order accurate;
+    it is for regression against those tables only (rows depend on the target
+    order, so the table is built for one ``kmax`` = k).
+    """
+    g = adams_bashforth_gammas(kmax + 1)
+    gs = adams_moulton_gammas(kmax + 2)
+    ab = np.zeros((kmax + 1, kmax))
+    am = np.zeros((kmax + 2, kmax + 1))
+    for k in range(1, kmax + 1):
+        ab[k, :k] = [float(c) for c in _ordinates(g, k)]
+    for k in range(0, kmax + 1):
+        am[k + 1, : k + 1] = [float(c) for c in _ordinates(gs, k + 1)]
+    if start == "haug1989-tables":
+        for kk in range(1, kmax):
+            extra = sum(gs[kk + 1 : kmax + 1], Fraction(0))
+            weights = _ordinates(gs, kk + 1)
+            for j in range(kk + 1):
+                weights[j] += extra * (-1) ** j * comb(kk, j)
+            am[kk + 1, : kk + 1] = [float(c) for c in weights]
+    elif start != "ramp":
+        raise ValueError(f"unknown start-up scheme {start!r}")
+    return ab, am
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered integration method.
+
+    ``order`` is the global order of convergence for a given ``k``; ``entry`` the
+    generated-module entry point that runs it.
+    """
+
+    name: str
+    family: str
+    entry: str
+    description: str
+    orders: tuple[int, ...]
+    corrector: bool
+
+    def order(self, k: int) -> int:
+        """Global order of convergence of the k-step variant."""
+        return k + 1 if self.corrector else k
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "abm",
+            "adams",
+            "abm_chunk",
+            "Adams–Bashforth k / Adams–Moulton k+1 PECE, self-starting (Haug 1989 §7.4.4)",
+            (1, 2, 3, 4, 5),
+            True,
+        ),
+        Method(
+            "ab",
+            "adams",
+            "abm_chunk",
+            "Adams–Bashforth predictor of order k alone, self-starting (Haug 1989 §7.4.2)",
+            (1, 2, 3, 4, 5),
+            False,
+        ),
+    )
+}
+
+
+def get_method(name: str) -> Method:
+    """Look a method up by name; the error lists the registered names."""
+    try:
+        return METHODS[name]
+    except KeyError:
+        from mbdgen.errors import MbdgenError
+
+        raise MbdgenError(
+            f"unknown method {name!r}; choose one of: {', '.join(sorted(METHODS))}"
+        ) from None

@@ -1,0 +1,16 @@
+"""Generic jitted numerics; generated modules bind their kernels to these functions.
+
+Nothing here knows a model: every routine receives kernels as arguments
+(DESIGN rule 6).  Importing this package configures Numba's cache first.
+
+Generic routines that take kernels or other routines as arguments are declared
+``inline="always"``.  Numba then inlines them into the generated module's entry
+point, where the kernels are module constants, and the entry point stays
+cacheable; a dispatcher passed on through two call levels would otherwise mark
+the entry point as using "dynamic globals" and make every process recompile it.
+"""
+
+from mbdgen import _numba_cache  # noqa: F401  (must precede any @njit(cache=True))
+from mbdgen.runtime import explicit, index1, linalg, status
+
+__all__ = ["explicit", "index1", "linalg", "status"]

@@ -1,0 +1,87 @@
+"""The index-1 right side of the equations of motion, for explicit integrators.
+
+At each evaluation the augmented system (Haug 1989, Eq. 7.2.1)
+
+    [[M, Φ_qᵀ], [Φ_q, 0]] [q̈; λ] = [Q; γ̂]
+
+is solved, with Baumgarte's stabilised right side (Haug 1989, Eq. 7.3.8)
+
+    γ̂ = γ − 2α(Φ_q q̇ + Φ_t) − β²Φ,
+
+α = ``ctrl[0]``, β = ``ctrl[1]``; α = β = 0 is direct integration (§7.3.3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from mbdgen.runtime.linalg import lu_solve_inplace
+from mbdgen.runtime.status import OK
+
+
+def n_aux(m: int) -> int:
+    """Length of the ``aux`` record: λ (m), ‖Φ‖₂, ‖Φ̇‖₂."""
+    return m + 2
+
+
+def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
+    """Preallocated arrays for :func:`index1_rhs` (the ``ws`` tuple)."""
+    N = n + m
+    return (
+        np.zeros((n, n)),  # M
+        np.zeros(n),  # Q
+        np.zeros(m),  # Φ
+        np.zeros((m, n)),  # Φ_q
+        np.zeros(m),  # Φ_t
+        np.zeros(m),  # γ
+        np.zeros((N, N)),  # augmented matrix
+        np.zeros(N),  # right side, then [q̈; λ]
+    )
+
+
+@njit(cache=True, inline="always")
+def index1_rhs(kern, t, x, p, ctrl, ws, f, aux):
+    """f(x, t) = [q̇; q̈] for x = [q; q̇]; writes λ, ‖Φ‖₂, ‖Φ̇‖₂ into ``aux``.
+
+    ``kern`` is a generated ``dynamics`` kernel.  Returns a status code.
+    """
+    mass, force, phi, phi_q, phi_t, gamma, A, b = ws
+    n = mass.shape[0]
+    m = phi.shape[0]
+    q = x[:n]
+    qd = x[n:]
+    kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    alpha = ctrl[0]
+    beta2 = ctrl[1] * ctrl[1]
+    for i in range(n):
+        for j in range(n):
+            A[i, j] = mass[i, j]
+        b[i] = force[i]
+    phi2 = 0.0
+    phid2 = 0.0
+    for i in range(m):
+        phid = phi_t[i]
+        for j in range(n):
+            v = phi_q[i, j]
+            A[n + i, j] = v
+            A[j, n + i] = v
+            phid += v * qd[j]
+        for j in range(m):
+            A[n + i, n + j] = 0.0
+        b[n + i] = gamma[i] - 2.0 * alpha * phid - beta2 * phi[i]
+        phi2 += phi[i] * phi[i]
+        phid2 += phid * phid
+    status = lu_solve_inplace(A, b)
+    for i in range(n):
+        f[i] = qd[i]
+        f[n + i] = b[i]
+    for i in range(m):
+        aux[i] = b[n + i]
+    aux[m] = math.sqrt(phi2)
+    aux[m + 1] = math.sqrt(phid2)
+    if status != OK:
+        return status
+    return OK

@@ -1,0 +1,63 @@
+"""Dense in-place linear algebra for small systems inside jitted loops (no allocation)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mbdgen.runtime.status import OK, SINGULAR
+
+#: A pivot below this fraction of the largest matrix entry counts as zero.
+PIVOT_TOL = 1e-13
+
+
+@njit(cache=True)
+def lu_solve_inplace(A: np.ndarray, b: np.ndarray) -> int:
+    """Solve ``A x = b`` by Gaussian elimination with partial (row) pivoting.
+
+    ``A`` is destroyed; ``b`` is overwritten by ``x``.  Returns ``SINGULAR`` when a
+    pivot is below ``PIVOT_TOL`` times the largest entry of ``A``, else ``OK``.
+    Works on the indefinite augmented matrix of Haug 1989, Eq. 7.2.1, whose zero
+    block partial pivoting handles by row exchange.
+    """
+    N = A.shape[0]
+    scale = 0.0
+    for i in range(N):
+        for j in range(N):
+            v = abs(A[i, j])
+            if v > scale:
+                scale = v
+    if scale == 0.0:
+        return SINGULAR
+    tol = PIVOT_TOL * scale
+    for k in range(N):
+        piv = k
+        best = abs(A[k, k])
+        for i in range(k + 1, N):
+            v = abs(A[i, k])
+            if v > best:
+                best = v
+                piv = i
+        if not best > tol:
+            return SINGULAR
+        if piv != k:
+            for j in range(k, N):
+                tmp = A[k, j]
+                A[k, j] = A[piv, j]
+                A[piv, j] = tmp
+            tmp = b[k]
+            b[k] = b[piv]
+            b[piv] = tmp
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, N):
+            f = A[i, k] * inv
+            if f != 0.0:
+                for j in range(k + 1, N):
+                    A[i, j] -= f * A[k, j]
+                b[i] -= f * b[k]
+    for i in range(N - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, N):
+            s -= A[i, j] * b[j]
+        b[i] = s / A[i, i]
+    return OK

@@ -1,0 +1,204 @@
+"""The thin Python driver: choose the method, run jitted chunks, build a Result.
+
+Python runs only between chunks (DESIGN rule 1): it reports progress, notices
+Ctrl-C and turns status codes into messages.  Everything computed before a failure
+or an interrupt is kept in the :class:`~mbdgen.results.Result` attached to the
+:class:`~mbdgen.errors.SimulationError`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from mbdgen.errors import MbdgenError, SimulationError
+from mbdgen.methods import KMAX, adams_tables, get_method
+from mbdgen.results import Result
+from mbdgen.runtime import explicit, index1
+from mbdgen.runtime.status import MESSAGES, OK
+
+ProgressCallback = Callable[[float, float], None]
+
+#: Steps per jitted call; big enough that the Python round trip is noise.
+CHUNK_STEPS = 4096
+
+
+@lru_cache(maxsize=4)
+def _tables(start: str) -> tuple[np.ndarray, np.ndarray]:
+    return adams_tables(KMAX, start)
+
+
+def resolve_model(model: ModuleType | str | Path) -> ModuleType:
+    """A generated module, or a model file compiled on demand."""
+    if isinstance(model, ModuleType):
+        return model
+    from mbdgen.compiler import compile as compile_model
+
+    return compile_model(model)
+
+
+def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> np.ndarray:
+    """The module's default parameters with ``params`` (by name) substituted."""
+    p = np.array(module.P_DEFAULT, dtype=np.float64)
+    for name, value in (params or {}).items():
+        if name not in module.PARAMETER_NAMES:
+            raise MbdgenError(
+                f"model {module.MODEL_NAME!r} has no parameter {name!r}; its parameters are "
+                f"{', '.join(module.PARAMETER_NAMES) or '(none)'}"
+            )
+        p[module.PARAMETER_NAMES.index(name)] = float(value)
+    return p
+
+
+def _vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:
+    if value is None:
+        return np.array(default, dtype=np.float64)
+    arr = np.asarray(value, dtype=np.float64).ravel()
+    if arr.shape != default.shape:
+        raise MbdgenError(f"{what} has {arr.size} entries, expected {default.size}")
+    return arr
+
+
+def simulate(
+    model: ModuleType | str | Path,
+    method: str = "abm",
+    order: int = 4,
+    h: float = 1e-3,
+    t_end: float = 10.0,
+    *,
+    t0: float = 0.0,
+    params: Mapping[str, float] | None = None,
+    q0: Sequence[float] | None = None,
+    qd0: Sequence[float] | None = None,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    output_every: int = 1,
+    progress: ProgressCallback | None = None,
+    start: str = "ramp",
+) -> Result:
+    """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
+
+    Parameters
+    ----------
+    model : generated module, or the path of a model file (compiled if stale).
+    method : a name from :data:`mbdgen.methods.METHODS` (``abm``: AB k / AM k+1 PECE;
+        ``ab``: AB k alone), Haug 1989 §7.4.
+    order : k, the Adams–Bashforth order (1-5).
+    alpha, beta : Baumgarte parameters (Haug 1989, Eq. 7.3.8); 0, 0 integrates the
+        index-1 equations directly (§7.3.3).
+    output_every : record every this many steps.
+    progress : called as ``progress(t, t_end)`` after each chunk.
+    start : self-starting scheme, see :func:`mbdgen.methods.adams_tables`.
+
+    Raises
+    ------
+    SimulationError
+        On a singular matrix, a NaN, or Ctrl-C; ``error.result`` holds the
+        steps computed until then.
+    """
+    spec = get_method(method)
+    if order not in spec.orders:
+        raise MbdgenError(
+            f"method {method!r} supports orders {', '.join(map(str, spec.orders))}, not {order}"
+        )
+    h = float(h)
+    t0 = float(t0)
+    span = float(t_end) - t0
+    if not (h > 0.0 and math.isfinite(h)):
+        raise MbdgenError(f"step size h must be positive, got {h}")
+    if not span > 0.0:
+        raise MbdgenError(f"t_end ({t_end}) must be greater than t0 ({t0})")
+    n_steps = int(round(span / h))
+    if abs(n_steps * h - span) > 1e-9 * max(span, 1.0):
+        raise MbdgenError(f"t_end - t0 = {span} is not a whole number of steps h = {h}")
+    if output_every < 1:
+        raise MbdgenError("output_every must be at least 1")
+
+    module = resolve_model(model)
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    p = parameter_vector(module, params)
+    x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
+    dim = 2 * n
+    ab, am = _tables(start)
+    hist = np.zeros((order + 1, dim))
+    scratch = np.zeros((2, dim))
+    state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
+    state[explicit.S_ORDER] = order
+    state[explicit.S_CORRECT] = 1 if spec.corrector else 0
+    ctrl = np.array([float(alpha), float(beta)])
+    ws = index1.workspace(n, m)
+    aux = np.zeros(index1.n_aux(m))
+    rows = n_steps // output_every + 1
+    out_t = np.zeros(rows)
+    out_x = np.zeros((rows, dim))
+    out_f = np.zeros((rows, dim))
+    out_aux = np.zeros((rows, aux.size))
+    entry = getattr(module, spec.entry)
+
+    chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
+    status, interrupted, chunks = OK, False, 0
+    wall = time.perf_counter()
+    try:
+        while state[explicit.S_STEP] < n_steps:
+            todo = min(chunk, n_steps - int(state[explicit.S_STEP]))
+            status = entry(
+                p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am,
+                todo, output_every, out_t, out_x, out_f, out_aux,
+            )  # fmt: skip
+            chunks += 1
+            if progress is not None:
+                progress(t0 + int(state[explicit.S_STEP]) * h, float(t_end))
+            if status != OK:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    wall = time.perf_counter() - wall
+
+    k = int(state[explicit.S_ROW])
+    steps = int(state[explicit.S_STEP])
+    if interrupted:
+        message = f"interrupted by the user at t = {t0 + steps * h:.6g}"
+    elif status != OK:
+        message = f"stopped at t = {t0 + (steps + 1) * h:.6g}: {MESSAGES[status]}"
+    else:
+        message = MESSAGES[OK]
+    result = Result(
+        t=out_t[:k].copy(),
+        q=out_x[:k, :n].copy(),
+        qd=out_x[:k, n:].copy(),
+        qdd=out_f[:k, n:].copy(),
+        lam=out_aux[:k, :m].copy(),
+        phi_norm=out_aux[:k, m].copy(),
+        phid_norm=out_aux[:k, m + 1].copy(),
+        coordinates=tuple(module.COORDINATE_NAMES),
+        counters={
+            "steps": steps,
+            "rhs_evaluations": int(state[explicit.S_NEVAL]),
+            "factorizations": int(state[explicit.S_NEVAL]),
+            "chunks": chunks,
+            "wall_time_s": wall,
+        },
+        info={
+            "model": module.MODEL_NAME,
+            "method": spec.name,
+            "order": order,
+            "h": h,
+            "t0": t0,
+            "t_end": float(t_end),
+            "alpha": float(alpha),
+            "beta": float(beta),
+            "start": start,
+            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
+            "status": "finished" if status == OK and not interrupted else "failed",
+            "message": message,
+        },
+    )
+    if interrupted or status != OK:
+        raise SimulationError(message, result)
+    return result

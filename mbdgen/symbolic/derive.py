@@ -1,0 +1,114 @@
+"""Symbolic derivation (SymPy only): a :class:`Model` → a frozen :class:`SymbolicSystem`.
+
+Everything an integrator needs is derived here once, so that the runtime never
+differentiates numerically (DESIGN rule 2):
+
+* Φ_q, Φ_t and ν = −Φ_t                                  (Haug 1989, Eqs. 7.2.2-7.2.3)
+* γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt                       (Haug 1989, Eq. 6.3.18 / 7.3.6)
+* the Jacobian blocks of the implicit integrators: (M a)_q, (Φ_qᵀλ)_q, Q_q, Q_q̇,
+  (Φ_q a)_q, γ_q, γ_q̇               (Negrut et al. 2007, Eq. 12; Haug et al. 1997, Eq. 29)
+
+each with its sparsity pattern (the structurally non-zero entries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from mbdgen.model.core import Model, t
+
+
+def _pattern(mat: sp.Matrix) -> tuple[tuple[int, int], ...]:
+    return tuple((i, j) for i in range(mat.rows) for j in range(mat.cols) if mat[i, j] != 0)
+
+
+def _jac(vec: sp.Matrix, wrt: sp.Matrix) -> sp.Matrix:
+    if vec.rows == 0 or wrt.rows == 0:
+        return sp.zeros(vec.rows, wrt.rows)
+    return vec.jacobian(wrt)
+
+
+@dataclass(frozen=True)
+class SymbolicSystem:
+    """All expressions of one model, ready for code generation.
+
+    ``q``, ``qd``, ``a`` (an acceleration-like vector, n), ``lam`` (multipliers, m)
+    and ``p`` (parameters) are the kernels' argument symbols, in ABI order.
+    ``blocks`` maps each expression name of the kernel ABI to its matrix (vectors
+    are m×1 or n×1 columns); ``patterns`` maps the same names to the structurally
+    non-zero (row, column) entries.
+    """
+
+    model: Model
+    q: sp.Matrix
+    qd: sp.Matrix
+    a: sp.Matrix
+    lam: sp.Matrix
+    p: tuple[sp.Symbol, ...]
+    blocks: dict[str, sp.Matrix]
+    patterns: dict[str, tuple[tuple[int, int], ...]]
+
+    @property
+    def n(self) -> int:
+        return self.q.rows
+
+    @property
+    def m(self) -> int:
+        return self.lam.rows
+
+
+def derive(model: Model) -> SymbolicSystem:
+    """Derive every kernel expression of ``model`` (no numerics, no simplification).
+
+    Only structural zeros are detected (``expr == 0`` after differentiation); no
+    ``simplify`` is called, so the cost is that of differentiation and stays
+    predictable for large models.
+    """
+    n, m = model.n, model.m
+    q = sp.Matrix(model.coordinates)
+    qd = sp.Matrix(model.velocities)
+    a = sp.Matrix([sp.Symbol(f"_a_{i}") for i in range(n)])
+    lam = sp.Matrix([sp.Symbol(f"_lam_{i}") for i in range(m)])
+    M: sp.Matrix = model.mass  # type: ignore[assignment]
+    Q: sp.Matrix = model.force  # type: ignore[assignment]
+    phi: sp.Matrix = model.constraints  # type: ignore[assignment]
+
+    phi_q = _jac(phi, q)
+    phi_t = phi.diff(t) if m else sp.zeros(0, 1)
+    nu = -phi_t
+    if m:
+        # γ = −(Φ_q q̇)_q q̇ − 2 Φ_qt q̇ − Φ_tt
+        phi_q_qd = phi_q * qd
+        phi_qt = phi_q.diff(t)
+        gamma = -_jac(phi_q_qd, q) * qd - 2 * phi_qt * qd - phi_t.diff(t)
+    else:
+        gamma = sp.zeros(0, 1)
+    blocks = {
+        "phi": phi,
+        "phi_q": phi_q,
+        "phi_t": phi_t,
+        "nu": nu,
+        "gamma": gamma,
+        "mass": M,
+        "force": Q,
+        "mass_a_q": _jac(M * a, q),
+        "phi_q_lam_q": _jac(phi_q.T * lam, q) if m else sp.zeros(n, n),
+        "force_q": _jac(Q, q),
+        "force_qd": _jac(Q, qd),
+        "phi_q_a_q": _jac(phi_q * a, q),
+        "gamma_q": _jac(gamma, q),
+        "gamma_qd": _jac(gamma, qd),
+    }
+    patterns = {name: _pattern(mat) for name, mat in blocks.items()}
+    return SymbolicSystem(
+        model=model,
+        q=q,
+        qd=qd,
+        a=a,
+        lam=lam,
+        p=model.parameter_symbols,
+        blocks=blocks,
+        patterns=patterns,
+    )
