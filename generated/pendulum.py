@@ -23,8 +23,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "44fed26f686c471f"
-ABI_HASH = "1430f8ebf79f1839"
+COMPILER_HASH = "f54cac42ec38b065"
+ABI_HASH = "de6f2d5550b9eb99"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = 'Simple pendulum, Haug 1989 Example 7.2.1'
@@ -253,6 +253,6 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True)
-def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, n_steps, stride, out_t, out_x, out_f, out_aux):
+def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
-    return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)

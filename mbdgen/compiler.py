@@ -24,9 +24,8 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from mbdgen.codegen.stamp import compiler_hash, read_stamp
+from mbdgen.codegen.stamp import compiler_hash, read_stamp, source_hash
 from mbdgen.errors import StaleModuleError
-from mbdgen.model.loader import source_hash
 
 DEFAULT_OUT_DIR = Path("generated")
 

@@ -87,6 +87,47 @@ def adams_tables(kmax: int = KMAX, start: str = "ramp") -> tuple[np.ndarray, np.
     return ab, am
 
 
+def _f(text: str) -> Fraction:
+    return Fraction(text)
+
+
+#: Butcher tableaus (A, b, c) as exact fractions.  RKF45's b is Fehlberg's
+#: fifth-order solution (local error O(h⁶)), enough to start ABM 5 (order 6).
+RK_TABLEAUS: dict[str, tuple[list[list[Fraction]], list[Fraction], list[Fraction]]] = {
+    "rk4": (
+        [[], [_f("1/2")], [_f("0"), _f("1/2")], [_f("0"), _f("0"), _f("1")]],
+        [_f("1/6"), _f("1/3"), _f("1/3"), _f("1/6")],
+        [_f("0"), _f("1/2"), _f("1/2"), _f("1")],
+    ),
+    "rkf45": (
+        [
+            [],
+            [_f("1/4")],
+            [_f("3/32"), _f("9/32")],
+            [_f("1932/2197"), _f("-7200/2197"), _f("7296/2197")],
+            [_f("439/216"), _f("-8"), _f("3680/513"), _f("-845/4104")],
+            [_f("-8/27"), _f("2"), _f("-3544/2565"), _f("1859/4104"), _f("-11/40")],
+        ],
+        [_f("16/135"), _f("0"), _f("6656/12825"), _f("28561/56430"), _f("-9/50"), _f("2/55")],
+        [_f("0"), _f("1/4"), _f("3/8"), _f("12/13"), _f("1"), _f("1/2")],
+    ),
+}
+
+
+def rk_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tableau ``name`` as float arrays (A lower-triangular s×s, b, c)."""
+    a_rows, b, c = RK_TABLEAUS[name]
+    s = len(b)
+    a = np.zeros((s, s))
+    for i, row in enumerate(a_rows):
+        a[i, : len(row)] = [float(v) for v in row]
+    return a, np.array([float(v) for v in b]), np.array([float(v) for v in c])
+
+
+#: Start-up procedures of the Adams methods: name → (runtime code, RK tableau).
+STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "rkf45")}
+
+
 @dataclass(frozen=True)
 class Method:
     """A registered integration method.

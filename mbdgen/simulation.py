@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 
 from mbdgen.errors import MbdgenError, SimulationError
-from mbdgen.methods import KMAX, adams_tables, get_method
+from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
 from mbdgen.runtime import explicit, index1
 from mbdgen.runtime.status import MESSAGES, OK
@@ -29,9 +29,16 @@ ProgressCallback = Callable[[float, float], None]
 CHUNK_STEPS = 4096
 
 
-@lru_cache(maxsize=4)
-def _tables(start: str) -> tuple[np.ndarray, np.ndarray]:
-    return adams_tables(KMAX, start)
+@lru_cache(maxsize=8)
+def _tables(start: str, k: int) -> tuple[np.ndarray, ...]:
+    """AB/AM weights and the starter's tableau; the published-table start-up
+    depends on the target order k, the others do not."""
+    code, tableau = STARTS[start]
+    if start == "haug1989-tables":
+        ab, am = adams_tables(k, start)
+    else:
+        ab, am = adams_tables(KMAX, "ramp")
+    return (ab, am, *rk_arrays(tableau))
 
 
 def resolve_model(model: ModuleType | str | Path) -> ModuleType:
@@ -80,7 +87,7 @@ def simulate(
     beta: float = 0.0,
     output_every: int = 1,
     progress: ProgressCallback | None = None,
-    start: str = "ramp",
+    start: str = "rkf45",
 ) -> Result:
     """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
 
@@ -94,7 +101,10 @@ def simulate(
         index-1 equations directly (§7.3.3).
     output_every : record every this many steps.
     progress : called as ``progress(t, t_end)`` after each chunk.
-    start : self-starting scheme, see :func:`mbdgen.methods.adams_tables`.
+    start : how the first k − 1 steps are taken: ``"rkf45"`` (Fehlberg's fifth-order
+        Runge–Kutta, keeps the theoretical order), ``"ramp"`` (Haug's self-starting
+        order ramp, §7.4.4; limits AB k to order 2), or ``"haug1989-tables"`` (the
+        start-up behind Haug's Tables 7.4.11-12, see :func:`~mbdgen.methods.adams_tables`).
 
     Raises
     ------
@@ -107,6 +117,8 @@ def simulate(
         raise MbdgenError(
             f"method {method!r} supports orders {', '.join(map(str, spec.orders))}, not {order}"
         )
+    if start not in STARTS:
+        raise MbdgenError(f"unknown start {start!r}; choose one of: {', '.join(STARTS)}")
     h = float(h)
     t0 = float(t0)
     span = float(t_end) - t0
@@ -125,12 +137,13 @@ def simulate(
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
     dim = 2 * n
-    ab, am = _tables(start)
+    ab, am, rk_a, rk_b, rk_c = _tables(start, order)
     hist = np.zeros((order + 1, dim))
-    scratch = np.zeros((2, dim))
+    scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
     state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
     state[explicit.S_ORDER] = order
     state[explicit.S_CORRECT] = 1 if spec.corrector else 0
+    state[explicit.S_START] = STARTS[start][0]
     ctrl = np.array([float(alpha), float(beta)])
     ws = index1.workspace(n, m)
     aux = np.zeros(index1.n_aux(m))
@@ -148,7 +161,7 @@ def simulate(
         while state[explicit.S_STEP] < n_steps:
             todo = min(chunk, n_steps - int(state[explicit.S_STEP]))
             status = entry(
-                p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am,
+                p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am, rk_a, rk_b, rk_c,
                 todo, output_every, out_t, out_x, out_f, out_aux,
             )  # fmt: skip
             chunks += 1

@@ -31,6 +31,11 @@ def compiler_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def source_hash(path: str | Path) -> str:
+    """SHA-256 of the model file's bytes: the key for stale detection."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 _STAMP = re.compile(r'^(SOURCE_HASH|COMPILER_HASH|MBDGEN_VERSION) = "([^"]*)"$', re.MULTILINE)
 
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import sys
 import traceback
 from pathlib import Path
 
+from mbdgen.codegen.stamp import source_hash
 from mbdgen.errors import ModelError
 from mbdgen.model.core import Model
 
-
-def source_hash(path: str | Path) -> str:
-    """SHA-256 of the model file's bytes: the key for stale detection."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+__all__ = ["load_model", "source_hash"]
 
 
 def load_model(path: str | Path) -> Model:

@@ -1,0 +1,55 @@
+"""Shared fixtures: compiled modules are built once per session and reused.
+
+The example models are imported from the committed ``generated/`` (so Numba's disk
+cache keyed by those files is shared between test runs and subprocesses); the
+test-only models in ``tests/models`` are compiled into ``tests/.generated``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mbdgen.compiler import compile as compile_model
+from mbdgen.compiler import import_generated
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+GENERATED = ROOT / "generated"
+TEST_MODELS = Path(__file__).resolve().parent / "models"
+TEST_GENERATED = Path(__file__).resolve().parent / ".generated"
+
+
+@pytest.fixture(scope="session")
+def slider_crank():
+    return import_generated(GENERATED / "slider_crank.py")
+
+
+@pytest.fixture(scope="session")
+def pendulum():
+    return import_generated(GENERATED / "pendulum.py")
+
+
+@pytest.fixture(scope="session")
+def rheonomic():
+    return compile_model(TEST_MODELS / "rheonomic.py", TEST_GENERATED)
+
+
+def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
+    """Run ``code`` in a fresh interpreter; return stdout, fail the test on error."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout

@@ -1,0 +1,117 @@
+"""The compiler end to end: determinism, up-to-date check, staleness, Numba's cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import GENERATED, MODELS, ROOT, run_python
+
+from mbdgen.compiler import compile as compile_model
+from mbdgen.compiler import generate, render, stale_reason
+from mbdgen.errors import StaleModuleError
+
+
+@pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*.py")))
+def test_committed_generated_modules_are_up_to_date(model):
+    """generated/ is committed; a compiler or template change must show in review.
+
+    Fix a failure with ``make generate`` and commit the result.
+    """
+    committed = (GENERATED / model).read_text(encoding="utf-8")
+    assert render(MODELS / model) == committed, f"generated/{model} is stale: run `make generate`"
+    assert stale_reason(MODELS / model, GENERATED / model) is None
+
+
+def test_generation_is_deterministic_across_processes(tmp_path):
+    """Same model + same mbdgen → byte-identical file, whatever the hash seed."""
+    texts = []
+    for seed in ("1", "2"):
+        code = (
+            "import sys; from mbdgen.compiler import render; "
+            "sys.stdout.write(render('models/slider_crank.py'))"
+        )
+        texts.append(run_python(code, env={"PYTHONHASHSEED": seed}))
+    assert texts[0] == texts[1]
+    assert texts[0] == (GENERATED / "slider_crank.py").read_text(encoding="utf-8")
+
+
+def _copy_model(tmp_path: Path, name: str = "pendulum") -> Path:
+    target = tmp_path / f"{name}.py"
+    shutil.copy(MODELS / f"{name}.py", target)
+    return target
+
+
+def test_stale_module_is_detected_and_regenerated(tmp_path):
+    model = _copy_model(tmp_path)
+    out = tmp_path / "gen"
+    assert "does not exist" in stale_reason(model, out / "pendulum.py")
+    path, written = generate(model, out)
+    assert written and stale_reason(model, path) is None
+    assert generate(model, out) == (path, False)  # unchanged text is not rewritten
+    mtime = path.stat().st_mtime_ns
+    model.write_text(model.read_text().replace("g: 9.81", "g: 9.80665"))
+    assert "changed since" in stale_reason(model, path)
+    with pytest.raises(StaleModuleError, match="mbdgen compile"):
+        compile_model(model, out, recompile=False)
+    module = compile_model(model, out)
+    assert path.stat().st_mtime_ns != mtime
+    assert module.P_DEFAULT[3] == 9.80665
+    # a module from another compiler version is stale too
+    path.write_text(path.read_text().replace(module.COMPILER_HASH, "0" * 16))
+    assert "another compiler" in stale_reason(model, path)
+
+
+_RUN = """
+import json, mbdgen
+m = mbdgen.compile({model!r}, {out!r})
+r = mbdgen.simulate(m, h=0.01, t_end=0.5)
+print(json.dumps({{"q": r.q[-1].tolist(),
+                  "hits": sum(m.abm_chunk.stats.cache_hits.values()),
+                  "misses": sum(m.abm_chunk.stats.cache_misses.values())}}))
+"""
+
+
+@pytest.mark.slow
+def test_second_process_reuses_numba_cache_and_recompiles_after_a_change(tmp_path):
+    """DESIGN rules 6-7: the bound integrator is cached across processes, and a
+    changed generated module is compiled afresh (not served from a stale cache)."""
+    model = _copy_model(tmp_path)
+    out = tmp_path / "gen"
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    code = _RUN.format(model=str(model), out=str(out))
+    first = json.loads(run_python(code, env=env).splitlines()[-1])
+    second = json.loads(run_python(code, env=env).splitlines()[-1])
+    assert (first["hits"], first["misses"]) == (0, 1)
+    assert (second["hits"], second["misses"]) == (1, 0)
+    assert second["q"] == first["q"]
+    # change the model: the pendulum becomes twice as long
+    model.write_text(model.read_text().replace("l: 1.0", "l: 2.0").replace("q0=[1.0", "q0=[2.0"))
+    third = json.loads(run_python(code, env=env).splitlines()[-1])
+    assert third["misses"] == 1
+    assert third["q"] != first["q"]
+
+
+@pytest.mark.slow
+def test_no_jit_mode_runs_end_to_end(tmp_path):
+    """NUMBA_DISABLE_JIT=1: the same code runs as plain Python (readable tracebacks)."""
+    code = (
+        "import json, mbdgen, numba; "
+        "r = mbdgen.simulate('models/slider_crank.py', h=0.01, t_end=0.2, alpha=5, beta=5); "
+        "print(json.dumps([numba.config.DISABLE_JIT, r.q[-1].tolist()]))"
+    )
+    plain = json.loads(run_python(code, env={"NUMBA_DISABLE_JIT": "1"}).splitlines()[-1])
+    jitted = json.loads(run_python(code).splitlines()[-1])
+    assert plain[0] and not jitted[0]
+    assert plain[1] == pytest.approx(jitted[1], rel=1e-12, abs=1e-14)
+
+
+def test_generated_module_imports_no_sympy():
+    """DESIGN rule 4: importing a generated module must not pull in SymPy."""
+    code = (
+        "import sys; from mbdgen.compiler import import_generated; "
+        "import_generated('generated/slider_crank.py'); print('sympy' in sys.modules)"
+    )
+    assert run_python(code, cwd=ROOT).strip() == "False"

@@ -1,0 +1,188 @@
+"""Integrating the example models: orders of convergence, constraint behaviour,
+energy, and failures that keep what was computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import mbdgen
+from mbdgen.errors import MbdgenError, SimulationError
+from mbdgen.methods import get_method
+from mbdgen.simulation import CHUNK_STEPS
+
+# -- order of convergence on the pendulum (Haug 1989, Example 7.2.1) ------------------
+
+
+@pytest.fixture(scope="module")
+def pendulum_reference(pendulum):
+    """φ(1) of the reduced equation (J + m l²) φ̈ = −m g l cos φ, solved by DOP853
+    at rtol = 2.3e-14 (its floor), atol = 1e-14 (an independent formulation of the same motion)."""
+    m, J, l, g = pendulum.P_DEFAULT
+    sol = solve_ivp(
+        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
+        (0.0, 1.0),
+        [0.0, 0.0],
+        method="DOP853",
+        rtol=2.3e-14,
+        atol=1e-14,
+    )
+    return sol.y[0, -1]
+
+
+def fitted_order(module, reference, method, k, levels, start="rkf45"):
+    hs = np.array([0.1 / 2**i for i in levels])
+    errors = [
+        abs(mbdgen.simulate(module, method, k, h, 1.0, start=start).q[-1, 2] - reference)
+        for h in hs
+    ]
+    return np.polyfit(np.log(hs), np.log(errors), 1)[0], errors
+
+
+# (method, k, halvings of h = 0.1 fitted): each window lies in the asymptotic range
+# and above the 1e-13 floor of round-off and of the reference solution.
+ORDER_CASES = [
+    ("ab", 1, range(3, 9)),
+    ("ab", 2, range(2, 8)),
+    ("ab", 3, range(3, 9)),
+    ("ab", 4, range(2, 8)),
+    ("ab", 5, range(2, 7)),
+    ("abm", 1, range(3, 9)),
+    ("abm", 2, range(3, 9)),
+    ("abm", 3, range(2, 8)),
+    ("abm", 4, range(2, 7)),
+    ("abm", 5, range(1, 6)),
+]
+
+
+@pytest.mark.parametrize(("method", "k", "levels"), ORDER_CASES)
+def test_order_of_convergence(pendulum, pendulum_reference, method, k, levels):
+    """AB k converges with order k, ABM k PECE with order k + 1 (Haug 1989 §7.4,
+    Eqs. 7.4.13 and 7.4.16), fitted over 5-6 halvings of h; tolerance ±0.3."""
+    expected = get_method(method).order(k)
+    slope, errors = fitted_order(pendulum, pendulum_reference, method, k, levels)
+    assert abs(slope - expected) <= 0.3, (slope, errors)
+
+
+@pytest.mark.parametrize("k", [3, 4, 5])
+def test_order_ramp_start_limits_adams_bashforth_to_order_two(pendulum, pendulum_reference, k):
+    """Haug's self-start (§7.4.4) begins with an Euler step, whose O(h²) local error
+    no later step removes (Haug 1989, end of §7.4.2): AB k is then second order.
+    This is why the default start is the RKF starter."""
+    slope, errors = fitted_order(pendulum, pendulum_reference, "ab", k, range(3, 9), "ramp")
+    assert abs(slope - 2.0) <= 0.2, (slope, errors)
+
+
+# -- the slider-crank (Wu et al. 2000 Eqs. 35-37, Welch et al. 2007 Eqs. 71-76) -------
+
+
+@pytest.fixture(scope="module")
+def consistent_q0(slider_crank):
+    """q0 of Eq. 75 with φ, x, y corrected by Newton so that Φ(q0) = 0 (θ held)."""
+    p, q = slider_crank.P_DEFAULT, slider_crank.Q0.copy()
+    phi, jac = np.zeros(3), np.zeros((3, 4))
+    for _ in range(8):
+        slider_crank.phi(0.0, q, p, phi)
+        slider_crank.phi_q(0.0, q, p, jac)
+        q[1:] -= np.linalg.solve(jac[:, 1:], phi)
+    slider_crank.phi(0.0, q, p, phi)
+    assert np.linalg.norm(phi) < 1e-15
+    return q
+
+
+def _first_last_second(result):
+    per_second = int(round(1.0 / result.info["h"]))
+    return result.phi_norm[1 : per_second + 1].mean(), result.phi_norm[-per_second:].mean()
+
+
+@pytest.mark.slow
+def test_slider_crank_baumgarte_bounds_the_constraint_residual(slider_crank, consistent_q0):
+    """ABM4, h = 1e-3, 10 s, α = β = 5: ‖Φ‖ stays below 1e-10 (measured max 2.8e-11)
+    and does not grow: the last second's mean is within 2× the first second's."""
+    r = mbdgen.simulate(slider_crank, "abm", 4, 1e-3, 10.0, q0=consistent_q0, alpha=5, beta=5)
+    first, last = _first_last_second(r)
+    assert r.phi_norm.max() < 1e-10
+    assert last < 2.0 * first
+
+
+@pytest.mark.slow
+def test_slider_crank_without_stabilization_drifts(slider_crank, consistent_q0):
+    """Same run with α = β = 0 (direct integration, Haug 1989 §7.3.3): the mean ‖Φ‖
+    over the last second is more than 3× that of the first (measured 6×)."""
+    r = mbdgen.simulate(slider_crank, "abm", 4, 1e-3, 10.0, q0=consistent_q0)
+    first, last = _first_last_second(r)
+    assert last > 3.0 * first
+
+
+def test_slider_crank_baumgarte_removes_the_initial_violation(slider_crank):
+    """Eq. 75 is printed to four digits, so ‖Φ(q0)‖ = 4.1e-5.  Baumgarte (α = β = 5)
+    damps it below 1e-10 by t = 5 s; direct integration never corrects it."""
+    stab = mbdgen.simulate(slider_crank, "abm", 4, 1e-3, 5.0, alpha=5, beta=5)
+    plain = mbdgen.simulate(slider_crank, "abm", 4, 1e-3, 5.0)
+    assert stab.phi_norm[0] == pytest.approx(4.14e-5, rel=1e-2)
+    assert stab.phi_norm[-1] < 1e-10
+    assert plain.phi_norm.min() > 4.0e-5
+
+
+def test_slider_crank_conserves_energy(slider_crank, consistent_q0):
+    """The slider-crank is conservative (Welch et al. 2007 §VI): with ABM4 and
+    h = 1e-3 the total energy changes by less than 1e-8 J over 10 s (measured 3e-10)."""
+    r = mbdgen.simulate(slider_crank, "abm", 4, 1e-3, 10.0, q0=consistent_q0, output_every=10)
+    J1, J2, m, _, _, _, g = slider_crank.P_DEFAULT
+    qd = r.qd
+    energy = 0.5 * (J1 * qd[:, 0] ** 2 + J2 * qd[:, 1] ** 2 + m * (qd[:, 2] ** 2 + qd[:, 3] ** 2))
+    energy += m * g * r.q[:, 3]
+    assert np.abs(energy - energy[0]).max() < 1e-8
+    assert len(r) == 1001 and r.t[-1] == pytest.approx(10.0)
+
+
+# -- failures keep what was computed ----------------------------------------------------
+
+
+def test_blow_up_is_reported_with_the_partial_result(slider_crank):
+    """α h = 5 is far beyond AB5's stability limit (Wu et al. 2000, Eq. 34)."""
+    with pytest.raises(SimulationError, match=r"stopped at t = .*NaN or infinite") as info:
+        mbdgen.simulate(slider_crank, "ab", 5, 0.01, 10.0, alpha=500, beta=500)
+    partial = info.value.result
+    assert 0 < len(partial) < 1001
+    assert np.isfinite(partial.q).all()
+    assert partial.info["status"] == "failed"
+
+
+def test_interrupt_keeps_the_steps_done(pendulum):
+    calls = []
+
+    def progress(t, t_end):
+        calls.append(t)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(SimulationError, match="interrupted") as info:
+        mbdgen.simulate(pendulum, "abm", 4, 1e-4, 10.0, progress=progress)
+    assert len(info.value.result) == 2 * CHUNK_STEPS + 1
+
+
+def test_redundant_constraints_give_a_singular_matrix_error(tmp_path):
+    model = tmp_path / "redundant.py"
+    model.write_text(
+        "import sympy as sp\n"
+        "from mbdgen.model import Model\n"
+        "x, y, th = sp.symbols('x y th')\n"
+        "model = Model(name='redundant', coordinates=[x, y, th], mass=sp.eye(3),\n"
+        "    force=[0, -9.81, 0], constraints=[x - sp.cos(th), 2 * x - 2 * sp.cos(th)],\n"
+        "    q0=[1, 0, 0])\n"
+    )
+    with pytest.raises(SimulationError, match="singular") as info:
+        mbdgen.simulate(mbdgen.compile(model, tmp_path / "gen"), h=0.01, t_end=1.0)
+    assert len(info.value.result) == 0
+
+
+def test_parameters_are_runtime_values(pendulum):
+    """Changing g changes the motion without recompiling (DESIGN rule 3)."""
+    base = mbdgen.simulate(pendulum, h=1e-3, t_end=0.5)
+    heavy = mbdgen.simulate(pendulum, h=1e-3, t_end=0.5, params={"g": 2 * 9.81})
+    assert heavy.q[-1, 2] < base.q[-1, 2] < 0
+    assert heavy.info["parameters"]["g"] == 2 * 9.81
+    with pytest.raises(MbdgenError, match="no parameter 'G'; its parameters"):
+        mbdgen.simulate(pendulum, params={"G": 1.0})
