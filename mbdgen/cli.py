@@ -174,7 +174,8 @@ def simulate(
     c = result.counters
     click.echo(
         f"{module.MODEL_NAME}: {c['steps']} steps of {method} k={order}, h={h:g} to t={t_end:g} "
-        f"in {c['wall_time_s']:.3f} s; max ‖Φ‖ = {result.phi_norm.max():.3e}, "
+        f"in {c['wall_time_s']:.3f} s (+{c['setup_time_s']:.2f} s JIT/cache load); "
+        f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )
     if output:
