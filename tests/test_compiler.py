@@ -115,3 +115,24 @@ def test_generated_module_imports_no_sympy():
         "import_generated('generated/slider_crank.py'); print('sympy' in sys.modules)"
     )
     assert run_python(code, cwd=ROOT).strip() == "False"
+
+
+@pytest.mark.slow
+def test_time_loop_allocates_nothing_per_step():
+    """DESIGN rule 1: Numba's runtime allocation counter is the same for 10 and for
+    4000 steps, both one chunk (NRT stats count every allocation of jitted code; the
+    ones there are come from wrapping the NumPy arguments once per call)."""
+    code = """
+import json, mbdgen
+from numba.core.runtime import _nrt_python, rtsys
+_nrt_python.memsys_enable_stats()
+m = mbdgen.compile("models/slider_crank.py")
+counts = []
+for t_end in (0.01, 0.01, 4.0):
+    before = rtsys.get_allocation_stats().alloc
+    mbdgen.simulate(m, h=1e-3, t_end=t_end, alpha=5, beta=5)
+    counts.append(rtsys.get_allocation_stats().alloc - before)
+print(json.dumps(counts))
+"""
+    counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
+    assert counts[2] == counts[1], counts
