@@ -186,13 +186,13 @@ def simulate(
     else:
         message = MESSAGES[OK]
     result = Result(
-        t=out_t[:k].copy(),
-        q=out_x[:k, :n].copy(),
-        qd=out_x[:k, n:].copy(),
-        qdd=out_f[:k, n:].copy(),
-        lam=out_aux[:k, :m].copy(),
-        phi_norm=out_aux[:k, m].copy(),
-        phid_norm=out_aux[:k, m + 1].copy(),
+        t=out_t[:k],
+        q=out_x[:k, :n],
+        qd=out_x[:k, n:],
+        qdd=out_f[:k, n:],
+        lam=out_aux[:k, :m],
+        phi_norm=out_aux[:k, m],
+        phid_norm=out_aux[:k, m + 1],
         coordinates=tuple(module.COORDINATE_NAMES),
         counters={
             "steps": steps,

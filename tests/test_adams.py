@@ -20,7 +20,7 @@ from mbdgen.runtime import explicit
 
 
 @njit(cache=True)
-def _exp_rhs(kern, t, x, p, ctrl, ws, f, aux):
+def _exp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     f[0] = x[0]
     return 0
 
@@ -42,7 +42,7 @@ def integrate_exp(k: int, h: float, t_end: float, corrector: bool, start: str = 
     rk_a, rk_b, rk_c = rk_arrays("rkf45")
     scratch = np.zeros((explicit.scratch_rows(rk_b.size), 1))
     status = explicit.abm_chunk(
-        _exp_rhs, _no_kernel, np.zeros(0), np.zeros(2), (np.zeros(1),), np.zeros(0),
+        _exp_rhs, _no_kernel, 1, 0, np.zeros(0), np.zeros(2), (np.zeros(1),), np.zeros(0),
         0.0, h, x, np.zeros((k + 1, 1)), scratch, state, ab, am, rk_a, rk_b, rk_c, n, 1,
         out_t, out_x, np.zeros((n + 1, 1)), np.zeros((n + 1, 0)),
     )  # fmt: skip

@@ -101,10 +101,12 @@ class EntryPoint:
     """A cached binding in each generated module of a generic runtime function.
 
     The generated function ``name(*args)`` returns ``runtime.<target>(*bound, *args)``.
-    ``bound`` lists runtime functions (``rt.``-prefixed) and kernels of the module
-    that are passed first; binding them inside the generated module lets Numba cache
-    the specialised integrator with the module (a dispatcher passed from Python is
-    part of the cache key and would never hit the cache across processes).
+    ``bound`` lists runtime functions (``rt.``-prefixed), kernels and constants of the
+    module that are passed first: the sizes n and m, so that after inlining the
+    compiler sees them as constants and unrolls the small loops.  Binding kernels
+    inside the generated module lets Numba cache the specialised integrator with the
+    module (a dispatcher passed from Python is part of the cache key and would never
+    hit the cache across processes).
     """
 
     name: str
@@ -139,7 +141,10 @@ _CHUNK_ARGS = (
 
 ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
-        "abm_chunk", "explicit.abm_chunk", ("rt.index1.index1_rhs", "dynamics"), _CHUNK_ARGS
+        "abm_chunk",
+        "explicit.abm_chunk",
+        ("rt.index1.index1_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
+        _CHUNK_ARGS,
     ),
 )
 

@@ -16,9 +16,17 @@ Two start-up procedures fill the history of f values:
   (Fehlberg's fifth-order formula by default, the "RKF" starter of Wu, Chiou & Lin
   2000, §V), accurate enough that AB k and ABM k keep their orders k and k + 1.
 
-The loop is generic in the right side: ``rhs(kern, t, x, p, ctrl, ws, f, aux)``
+The loop is generic in the right side: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)``
 returns a status code and writes f(x, t) into ``f`` (and any per-evaluation record
-into ``aux``).  One call advances ``n_steps`` steps; nothing is allocated.
+into ``aux``); ``kern`` is the model's kernel and n, m its sizes, passed through
+untouched (constants in a generated entry point).  One call advances ``n_steps``
+steps; nothing is allocated.
+
+The right side is called from a single place in the loop, which cycles through
+the evaluations of a step (Runge–Kutta stages, or predicted and corrected values).
+Numba inlines the right side, the model kernel and the linear solver at every call
+site, and with the sizes n, m constant LLVM unrolls them: one call site keeps the
+machine code (and the cold compile time) to a single copy.
 """
 
 from __future__ import annotations
@@ -44,44 +52,21 @@ START_RAMP = 0
 START_RK = 1
 
 # Rows of the ``scratch`` work array.
-R_X = 0  # candidate state x_{n+1}
-R_FP = 1  # predicted f^p
-R_XS = 2  # Runge–Kutta stage state
-R_K = 3  # first Runge–Kutta stage; stage i is row R_K + i
+R_X = 0  # the state at which f is evaluated next
+R_F = 1  # f evaluated there
+R_K = 2  # Runge–Kutta stage k_i (i ≥ 1) is row R_K + i − 1; k_0 = f_n is in the history
+
+# Phases of a step: what the next evaluation of f is for.
+_PH_INIT = 0  # f(x_0, t_0), to start the history
+_PH_NEXT = 1  # a new step begins (no evaluation pending)
+_PH_STAGE = 2  # a Runge–Kutta stage
+_PH_PRED = 3  # f^p at the predicted x^p (PECE)
+_PH_ACCEPT = 4  # f_{n+1} at the new x_{n+1}, then accept the step
 
 
 def scratch_rows(stages: int) -> int:
     """Rows ``scratch`` needs for a Runge–Kutta starter with ``stages`` stages."""
-    return R_K + stages
-
-
-@njit(cache=True, inline="always")
-def rk_step(rhs, kern, p, ctrl, ws, aux, t, h, x, f0, scratch, rk_a, rk_b, rk_c, x_out):
-    """One explicit Runge–Kutta step x_out = x + h Σ_i b_i k_i (tableau ``rk_a/b/c``).
-
-    ``f0`` = f(x, t) is given (the FSAL value the multistep history already has);
-    stages go into ``scratch[R_K:]``.  Returns the first failing status or ``OK``.
-    """
-    dim = x.shape[0]
-    s = rk_b.shape[0]
-    xs = scratch[R_XS]
-    for i in range(dim):
-        scratch[R_K, i] = f0[i]
-    for st in range(1, s):
-        for i in range(dim):
-            acc = 0.0
-            for j in range(st):
-                acc += rk_a[st, j] * scratch[R_K + j, i]
-            xs[i] = x[i] + h * acc
-        status = rhs(kern, t + rk_c[st] * h, xs, p, ctrl, ws, scratch[R_K + st], aux)
-        if status != OK:
-            return status
-    for i in range(dim):
-        acc = 0.0
-        for j in range(s):
-            acc += rk_b[j] * scratch[R_K + j, i]
-        x_out[i] = x[i] + h * acc
-    return OK
+    return R_K + stages - 1
 
 
 @njit(cache=True)
@@ -94,10 +79,53 @@ def _record(row, t, x, f, aux, out_t, out_x, out_f, out_aux):
         out_aux[row, i] = aux[i]
 
 
+@njit(cache=True)
+def _rk_combine(x, h, weights, f0, scratch, count, out):
+    """out = x + h (w_0 f0 + Σ_{1≤j<count} w_j k_j), the stages k_j in ``scratch``."""
+    for i in range(x.shape[0]):
+        acc = weights[0] * f0[i]
+        for j in range(1, count):
+            acc += weights[j] * scratch[R_K + j - 1, i]
+        out[i] = x[i] + h * acc
+    return 0
+
+
+@njit(cache=True)
+def _adams_combine(x, h, weights, first, f_first, hist, head, count, out):
+    """out = x + h (w_0 f_first + Σ_{first≤j<count} w_j f_{n+1−j+first−1} …).
+
+    With ``first = 0``: the AB sum x_n + h Σ_{j<count} w_j f_{n−j} (Eq. 7.4.11);
+    with ``first = 1``: the AM sum x_n + h (w_0 f^p + Σ_{1≤j<count} w_j f_{n+1−j})
+    (Eq. 7.4.15), ``f_first`` = f^p.  History rows are visited in the outer loop so
+    the ring index is computed once per row; per entry the accumulation order is
+    that of the formula.
+    """
+    dim = x.shape[0]
+    K = hist.shape[0]
+    acc = out  # accumulate in place, then add x_n
+    if first == 1:
+        for i in range(dim):
+            acc[i] = weights[0] * f_first[i]
+    else:
+        for i in range(dim):
+            acc[i] = 0.0
+    row = head
+    for j in range(first, count):
+        c = weights[j]
+        for i in range(dim):
+            acc[i] += c * hist[row, i]
+        row = row - 1 if row > 0 else K - 1
+    for i in range(dim):
+        out[i] = x[i] + h * acc[i]
+    return 0
+
+
 @njit(cache=True, inline="always")
 def abm_chunk(
     rhs,
     kern,
+    n,
+    m,
     p,
     ctrl,
     ws,
@@ -141,80 +169,79 @@ def abm_chunk(
     dim = x.shape[0]
     K = hist.shape[0]
     k = state[S_ORDER]
-    xc = scratch[R_X]
-    fp = scratch[R_FP]
+    stages = rk_b.shape[0]
+    xe = scratch[R_X]
+    fe = scratch[R_F]
+    done = 0
+    stage = 0
+    kk = 0
+    t_eval = t0 + state[S_STEP] * h
+    phase = _PH_NEXT
     if state[S_NHIST] == 0:
-        t = t0 + state[S_STEP] * h
-        status = rhs(kern, t, x, p, ctrl, ws, hist[state[S_HEAD]], aux)
-        state[S_NEVAL] += 1
-        if status != OK:
-            return status
-        state[S_NHIST] = 1
-        if state[S_STEP] % stride == 0:
-            _record(state[S_ROW], t, x, hist[state[S_HEAD]], aux, out_t, out_x, out_f, out_aux)
-            state[S_ROW] += 1
-    for _ in range(n_steps):
+        phase = _PH_INIT
+        for i in range(dim):
+            xe[i] = x[i]
+    while True:
         head = state[S_HEAD]
-        kk = min(k, state[S_NHIST])
-        t_new = t0 + (state[S_STEP] + 1) * h
-        if state[S_START] == START_RK and kk < k:
-            t_old = t0 + state[S_STEP] * h
-            status = rk_step(
-                rhs, kern, p, ctrl, ws, aux, t_old, h, x, hist[head], scratch,
-                rk_a, rk_b, rk_c, xc,
-            )  # fmt: skip
-            state[S_NEVAL] += rk_b.shape[0] - 1
-            if status != OK:
-                return status
-        else:
-            status = _pece(rhs, kern, p, ctrl, ws, aux, t_new, h, x, hist, head, kk,
-                           state[S_CORRECT], ab_coef, am_coef, xc, fp)  # fmt: skip
-            state[S_NEVAL] += state[S_CORRECT]
-            if status != OK:
-                return status
-        # E: f_{n+1} = f(x_{n+1}) into the oldest ring slot (never needed again).
-        new = (head + 1) % K
-        status = rhs(kern, t_new, xc, p, ctrl, ws, hist[new], aux)
+        t_n = t0 + state[S_STEP] * h
+        if phase == _PH_NEXT:
+            if done == n_steps:
+                return OK
+            if state[S_START] == START_RK and state[S_NHIST] < k:
+                # Runge–Kutta stage 1 at x_n + h a_10 k_0, k_0 = f_n
+                stage = 1
+                _rk_combine(x, h, rk_a[1], hist[head], scratch, 1, xe)
+                t_eval = t_n + rk_c[1] * h
+                phase = _PH_STAGE
+            else:
+                # P: x^p = x_n + h Σ_j β^AB_{kk,j} f_{n−j}
+                kk = min(k, state[S_NHIST])
+                _adams_combine(x, h, ab_coef[kk], 0, fe, hist, head, kk, xe)
+                t_eval = t_n + h
+                phase = _PH_PRED if state[S_CORRECT] != 0 else _PH_ACCEPT
+        # E: the one evaluation site
+        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
         state[S_NEVAL] += 1
         if status != OK:
             return status
-        for i in range(dim):
-            if not math.isfinite(xc[i]):
-                return NONFINITE
-        for i in range(dim):
-            x[i] = xc[i]
-        state[S_HEAD] = new
-        if state[S_NHIST] < K:
-            state[S_NHIST] += 1
-        state[S_STEP] += 1
-        if state[S_STEP] % stride == 0:
-            _record(state[S_ROW], t_new, x, hist[new], aux, out_t, out_x, out_f, out_aux)
-            state[S_ROW] += 1
-    return OK
-
-
-@njit(cache=True, inline="always")
-def _pece(rhs, kern, p, ctrl, ws, aux, t_new, h, x, hist, head, kk, correct, ab_coef, am_coef,
-          xc, fp):  # fmt: skip
-    """P(EC) with order kk: AB kk prediction into ``xc`` (Eq. 7.4.11), then, if
-    ``correct``, f^p = f(x^p) and the AM kk+1 correction (Eq. 7.4.15) into ``xc``."""
-    dim = x.shape[0]
-    K = hist.shape[0]
-    # P: x^p = x_n + h Σ_j β^AB_{kk,j} f_{n−j}
-    for i in range(dim):
-        s = 0.0
-        for j in range(kk):
-            s += ab_coef[kk, j] * hist[(head - j) % K, i]
-        xc[i] = x[i] + h * s
-    if correct == 0:
-        return OK
-    # E: f^p = f(x^p);  C: x_{n+1} = x_n + h (β*_0 f^p + Σ_{j≥1} β*_j f_{n+1−j})
-    status = rhs(kern, t_new, xc, p, ctrl, ws, fp, aux)
-    if status != OK:
-        return status
-    for i in range(dim):
-        s = am_coef[kk + 1, 0] * fp[i]
-        for j in range(1, kk + 1):
-            s += am_coef[kk + 1, j] * hist[(head - j + 1) % K, i]
-        xc[i] = x[i] + h * s
-    return OK
+        if phase == _PH_INIT:
+            for i in range(dim):
+                hist[head, i] = fe[i]
+            state[S_NHIST] = 1
+            if state[S_STEP] % stride == 0:
+                _record(state[S_ROW], t_eval, x, fe, aux, out_t, out_x, out_f, out_aux)
+                state[S_ROW] += 1
+            phase = _PH_NEXT
+        elif phase == _PH_STAGE:
+            for i in range(dim):
+                scratch[R_K + stage - 1, i] = fe[i]
+            stage += 1
+            if stage < stages:
+                _rk_combine(x, h, rk_a[stage], hist[head], scratch, stage, xe)
+                t_eval = t_n + rk_c[stage] * h
+            else:
+                _rk_combine(x, h, rk_b, hist[head], scratch, stages, xe)
+                t_eval = t_n + h
+                phase = _PH_ACCEPT
+        elif phase == _PH_PRED:
+            # C: x_{n+1} = x_n + h (β*_0 f^p + Σ_{j≥1} β*_j f_{n+1−j})
+            _adams_combine(x, h, am_coef[kk + 1], 1, fe, hist, head, kk + 1, xe)
+            phase = _PH_ACCEPT
+        else:
+            # accept x_{n+1}; f_{n+1} replaces the oldest history row
+            for i in range(dim):
+                if not math.isfinite(xe[i]):
+                    return NONFINITE
+            new = head + 1 if head + 1 < K else 0
+            for i in range(dim):
+                x[i] = xe[i]
+                hist[new, i] = fe[i]
+            state[S_HEAD] = new
+            if state[S_NHIST] < K:
+                state[S_NHIST] += 1
+            state[S_STEP] += 1
+            done += 1
+            if state[S_STEP] % stride == 0:
+                _record(state[S_ROW], t_eval, x, fe, aux, out_t, out_x, out_f, out_aux)
+                state[S_ROW] += 1
+            phase = _PH_NEXT

@@ -43,14 +43,13 @@ def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
 
 
 @njit(cache=True, inline="always")
-def index1_rhs(kern, t, x, p, ctrl, ws, f, aux):
+def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     """f(x, t) = [q̇; q̈] for x = [q; q̇]; writes λ, ‖Φ‖₂, ‖Φ̇‖₂ into ``aux``.
 
-    ``kern`` is a generated ``dynamics`` kernel.  Returns a status code.
+    ``kern`` is a generated ``dynamics`` kernel of a model with n coordinates and m
+    constraints (``ws`` is :func:`workspace` of those sizes).  Returns a status code.
     """
     mass, force, phi, phi_q, phi_t, gamma, A, b = ws
-    n = mass.shape[0]
-    m = phi.shape[0]
     q = x[:n]
     qd = x[n:]
     kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
@@ -74,7 +73,7 @@ def index1_rhs(kern, t, x, p, ctrl, ws, f, aux):
         b[n + i] = gamma[i] - 2.0 * alpha * phid - beta2 * phi[i]
         phi2 += phi[i] * phi[i]
         phid2 += phid * phid
-    status = lu_solve_inplace(A, b)
+    status = lu_solve_inplace(A, b, n + m)
     for i in range(n):
         f[i] = qd[i]
         f[n + i] = b[i]

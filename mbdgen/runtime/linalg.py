@@ -11,16 +11,17 @@ from mbdgen.runtime.status import OK, SINGULAR
 PIVOT_TOL = 1e-13
 
 
-@njit(cache=True)
-def lu_solve_inplace(A: np.ndarray, b: np.ndarray) -> int:
-    """Solve ``A x = b`` by Gaussian elimination with partial (row) pivoting.
+@njit(cache=True, inline="always")
+def lu_solve_inplace(A: np.ndarray, b: np.ndarray, N: int) -> int:
+    """Solve ``A x = b`` (both N × N / N) by Gaussian elimination, partial pivoting.
 
-    ``A`` is destroyed; ``b`` is overwritten by ``x``.  Returns ``SINGULAR`` when a
-    pivot is below ``PIVOT_TOL`` times the largest entry of ``A``, else ``OK``.
+    ``A`` is destroyed; ``b`` is overwritten by ``x``.  ``N`` is passed (not read
+    from ``A.shape``) so that a caller with constant sizes gets unrolled loops.
+    Returns ``SINGULAR`` when a pivot is below ``PIVOT_TOL`` times the largest entry
+    of ``A``, else ``OK``.
     Works on the indefinite augmented matrix of Haug 1989, Eq. 7.2.1, whose zero
     block partial pivoting handles by row exchange.
     """
-    N = A.shape[0]
     scale = 0.0
     for i in range(N):
         for j in range(N):
