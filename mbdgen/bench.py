@@ -548,6 +548,13 @@ def run(quick: bool = False) -> dict[str, Any]:
     lambdify / mbdgen, cold and warm start times, the cache evidence of the warm
     start, the step counts, and each goal with a pass/fail boolean.
     """
+    if not MODEL_PATH.is_file():
+        from mbdgen.errors import MbdgenError
+
+        raise MbdgenError(
+            f"mbdgen bench needs a source checkout: {MODEL_PATH} not found "
+            "(run it from the repository, e.g. `make bench`)"
+        )
     steps = 2000 if quick else 20000
     repeats = 7 if quick else 25
     lam_steps = 200 if quick else 2000
