@@ -109,6 +109,26 @@ def test_table_7_4_6_adams_bashforth_first_ten_steps():
         assert integrate_exp(k, 0.1, 1.0, corrector=False)[1:] == pytest.approx(values, abs=6e-7)
 
 
+def test_table_7_4_7_adams_bashforth_first_ten_steps():
+    """Table 7.4.7 (h = 0.01, 6 decimals; its t column is printed rounded to 0.1).
+    The k = 4 and k = 5 entries at i = 4 are printed 1.040748; the method gives
+    1.040758, as the k = 2 and k = 3 neighbours (1.040758, 1.040759) confirm: a typo
+    (the test uses the corrected value)."""
+    printed = {
+        1: [1.01, 1.0201, 1.030301, 1.040604, 1.05101, 1.06152, 1.072135, 1.082857, 1.093685,
+            1.104622],
+        2: [1.01, 1.02015, 1.030402, 1.040758, 1.051217, 1.061781, 1.072452, 1.08323, 1.094116,
+            1.105112],
+        3: [1.01, 1.02015, 1.030403, 1.040759, 1.051218, 1.061783, 1.072454, 1.083233, 1.094119,
+            1.105115],
+        4: [1.01, 1.02015, 1.030403, 1.040758, 1.051218, 1.061783, 1.072454, 1.083233, 1.094119,
+            1.105115],
+    }  # fmt: skip
+    printed[5] = printed[4]
+    for k, values in printed.items():
+        assert integrate_exp(k, 0.01, 0.1, corrector=False)[1:] == pytest.approx(values, abs=6e-7)
+
+
 # -- the tables at t = 10 -------------------------------------------------------------
 
 TABLE_7_4_8 = [13780.612, 21090.171, 21841.518, 21904.347, 21911.635]  # AB, h = 0.1
