@@ -49,12 +49,52 @@ def _ordinates(gammas: list[Fraction], order: int) -> list[Fraction]:
     ]
 
 
-def adams_tables(kmax: int = KMAX, start: str = "ramp") -> tuple[np.ndarray, np.ndarray]:
+def adams_bashforth_weights(k: int) -> list[Fraction]:
+    """Ordinate weights of AB k (Eq. 7.4.11): x_{n+1} = x_n + h Σ_{j<k} w_j f_{n−j}."""
+    return _ordinates(adams_bashforth_gammas(k), k)
+
+
+def adams_moulton_weights(order: int) -> list[Fraction]:
+    """Ordinate weights of the AM corrector of ``order`` (Eq. 7.4.15), newest first:
+    x_{n+1} = x_n + h (w_0 f^p_{n+1} + Σ_{1≤j<order} w_j f_{n+1−j})."""
+    return _ordinates(adams_moulton_gammas(order), order)
+
+
+def mampc_weights(m: int) -> list[Fraction]:
+    """Corrector weights of MAMPC_m (Wu, Chiou & Lin 2000, Eqs. 27a-c), newest first.
+
+    y = (W1 y^{AB_m} + W2 y^{AM_{m−1}}) / (W1 + W2) with W1 = −γ*_m, W2 = γ_m
+    (Eq. 21), where y^{AB_m} is the predictor and y^{AM_{m−1}} the m-point Adams–
+    Moulton corrector evaluated with f^p.  Theorem 1 (Eq. 20) says the result is the
+    Adams–Moulton corrector of order m + 1 applied to f^p; the tests check it.
+    """
+    g, gs = adams_bashforth_gammas(m + 1), adams_moulton_gammas(m + 1)
+    w1, w2 = -gs[m], g[m]
+    ab = adams_bashforth_weights(m)
+    am = adams_moulton_weights(m)
+    weights = [w2 * am[0]]
+    for j in range(1, m + 1):
+        weights.append(w1 * ab[j - 1] + (w2 * am[j] if j < m else Fraction(0)))
+    return [w / (w1 + w2) for w in weights]
+
+
+#: Corrector rules: the weights used after an AB predictor of order kk.
+CORRECTORS = {
+    "am+1": lambda kk: adams_moulton_weights(kk + 1),  # Haug's PECE, AB k / AM k+1
+    "am": adams_moulton_weights,  # AMPC_m of Wu et al.: AB m / AM_(m−1), order m
+    "mampc": mampc_weights,  # MAMPC_m of Wu et al., Eq. 27
+}
+
+
+def adams_tables(
+    kmax: int = KMAX, start: str = "ramp", corrector: str = "am+1"
+) -> tuple[np.ndarray, np.ndarray]:
     """Ordinate weight tables for :func:`mbdgen.runtime.explicit.abm_chunk`.
 
     Returns ``ab`` of shape (kmax + 1, kmax), row k = AB order k, and ``am`` of
     shape (kmax + 2, kmax + 1), row k + 1 = the corrector used after a predictor of
-    order k (newest value, the predicted f^p, first).
+    order k (newest value, the predicted f^p, first), by the rule ``corrector``
+    (see :data:`CORRECTORS`).
 
     ``start="ramp"`` is the self-starting scheme of Haug 1989 §7.4.4: while only
     k' < k past values exist the step is AB k' / AM k'+1 (Example 7.4.5).
@@ -67,15 +107,19 @@ def adams_tables(kmax: int = KMAX, start: str = "ramp") -> tuple[np.ndarray, np.
     it is for regression against those tables only (rows depend on the target
     order, so the table is built for one ``kmax`` = k).
     """
-    g = adams_bashforth_gammas(kmax + 1)
+    rule = CORRECTORS[corrector]
     gs = adams_moulton_gammas(kmax + 2)
     ab = np.zeros((kmax + 1, kmax))
     am = np.zeros((kmax + 2, kmax + 1))
     for k in range(1, kmax + 1):
-        ab[k, :k] = [float(c) for c in _ordinates(g, k)]
-    for k in range(0, kmax + 1):
-        am[k + 1, : k + 1] = [float(c) for c in _ordinates(gs, k + 1)]
+        ab[k, :k] = [float(c) for c in adams_bashforth_weights(k)]
+    for k in range(1, kmax + 1):
+        weights = rule(k)
+        am[k + 1, : len(weights)] = [float(c) for c in weights]
+    am[1, 0] = 1.0  # order-0 predictor never occurs; keep the row consistent
     if start == "haug1989-tables":
+        if corrector != "am+1":
+            raise ValueError("the haug1989-tables start-up is defined for AB k / AM k+1 only")
         for kk in range(1, kmax):
             extra = sum(gs[kk + 1 : kmax + 1], Fraction(0))
             weights = _ordinates(gs, kk + 1)
@@ -132,8 +176,9 @@ STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "r
 class Method:
     """A registered integration method.
 
-    ``order`` is the global order of convergence for a given ``k``; ``entry`` the
-    generated-module entry point that runs it.
+    ``entry`` is the generated-module entry point that runs it; ``corrector`` the
+    rule of :data:`CORRECTORS` (None: predictor alone); ``orders`` the values of k
+    it accepts.
     """
 
     name: str
@@ -141,11 +186,11 @@ class Method:
     entry: str
     description: str
     orders: tuple[int, ...]
-    corrector: bool
+    corrector: str | None
 
     def order(self, k: int) -> int:
         """Global order of convergence of the k-step variant."""
-        return k + 1 if self.corrector else k
+        return k + 1 if self.corrector in ("am+1", "mampc") else k
 
 
 METHODS: dict[str, Method] = {
@@ -155,17 +200,33 @@ METHODS: dict[str, Method] = {
             "abm",
             "adams",
             "abm_chunk",
-            "Adams–Bashforth k / Adams–Moulton k+1 PECE, self-starting (Haug 1989 §7.4.4)",
+            "Adams–Bashforth k / Adams–Moulton k+1 PECE (Haug 1989 §7.4.4)",
             (1, 2, 3, 4, 5),
-            True,
+            "am+1",
         ),
         Method(
             "ab",
             "adams",
             "abm_chunk",
-            "Adams–Bashforth predictor of order k alone, self-starting (Haug 1989 §7.4.2)",
+            "Adams–Bashforth predictor of order k alone (Haug 1989 §7.4.2)",
             (1, 2, 3, 4, 5),
-            False,
+            None,
+        ),
+        Method(
+            "ampc",
+            "adams",
+            "abm_chunk",
+            "AMPC_m: AB m predictor / AM m-1 step corrector, PECE (Wu et al. 2000, Eqs. 8-9)",
+            (1, 2, 3, 4, 5),
+            "am",
+        ),
+        Method(
+            "mampc",
+            "adams",
+            "abm_chunk",
+            "MAMPC_m: weighted AB m + AM m-1 step corrector (Wu et al. 2000, Eqs. 27a-c)",
+            (1, 2, 3, 4, 5),
+            "mampc",
         ),
     )
 }

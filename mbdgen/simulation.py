@@ -29,15 +29,16 @@ ProgressCallback = Callable[[float, float], None]
 CHUNK_STEPS = 4096
 
 
-@lru_cache(maxsize=8)
-def _tables(start: str, k: int) -> tuple[np.ndarray, ...]:
-    """AB/AM weights and the starter's tableau; the published-table start-up
+@lru_cache(maxsize=16)
+def _tables(start: str, k: int, corrector: str | None) -> tuple[np.ndarray, ...]:
+    """AB/corrector weights and the starter's tableau; the published-table start-up
     depends on the target order k, the others do not."""
     code, tableau = STARTS[start]
+    rule = corrector or "am+1"  # the corrector rows go unused without a corrector
     if start == "haug1989-tables":
-        ab, am = adams_tables(k, start)
+        ab, am = adams_tables(k, start, rule)
     else:
-        ab, am = adams_tables(KMAX, "ramp")
+        ab, am = adams_tables(KMAX, "ramp", rule)
     return (ab, am, *rk_arrays(tableau))
 
 
@@ -137,12 +138,12 @@ def simulate(
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
     dim = 2 * n
-    ab, am, rk_a, rk_b, rk_c = _tables(start, order)
+    ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
     hist = np.zeros((order + 1, dim))
     scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
     state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
     state[explicit.S_ORDER] = order
-    state[explicit.S_CORRECT] = 1 if spec.corrector else 0
+    state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
     state[explicit.S_START] = STARTS[start][0]
     ctrl = np.array([float(alpha), float(beta)])
     ws = index1.workspace(n, m)
