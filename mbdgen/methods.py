@@ -138,6 +138,10 @@ def _f(text: str) -> Fraction:
 #: Butcher tableaus (A, b, c) as exact fractions.  RKF45's b is Fehlberg's
 #: fifth-order solution (local error O(h⁶)), enough to start ABM 5 (order 6).
 RK_TABLEAUS: dict[str, tuple[list[list[Fraction]], list[Fraction], list[Fraction]]] = {
+    "euler": ([[]], [_f("1")], [_f("0")]),
+    "heun": ([[], [_f("1")]], [_f("1/2"), _f("1/2")], [_f("0"), _f("1")]),
+    "midpoint": ([[], [_f("1/2")]], [_f("0"), _f("1")], [_f("0"), _f("1/2")]),
+    "ralston": ([[], [_f("2/3")]], [_f("1/4"), _f("3/4")], [_f("0"), _f("2/3")]),
     "rk4": (
         [[], [_f("1/2")], [_f("0"), _f("1/2")], [_f("0"), _f("0"), _f("1")]],
         [_f("1/6"), _f("1/3"), _f("1/3"), _f("1/6")],
@@ -176,9 +180,10 @@ STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "r
 class Method:
     """A registered integration method.
 
-    ``entry`` is the generated-module entry point that runs it; ``corrector`` the
-    rule of :data:`CORRECTORS` (None: predictor alone); ``orders`` the values of k
-    it accepts.
+    ``entry`` is the generated-module entry point that runs it.  Adams methods have
+    a ``corrector`` rule of :data:`CORRECTORS` (None: predictor alone) and accept
+    the step numbers k in ``orders``; Runge–Kutta methods have a ``tableau`` of
+    :data:`RK_TABLEAUS` and their one order in ``orders``.
     """
 
     name: str
@@ -186,48 +191,45 @@ class Method:
     entry: str
     description: str
     orders: tuple[int, ...]
-    corrector: str | None
+    corrector: str | None = None
+    tableau: str | None = None
+
+    @property
+    def default_order(self) -> int:
+        return 4 if 4 in self.orders else self.orders[0]
 
     def order(self, k: int) -> int:
-        """Global order of convergence of the k-step variant."""
+        """Global order of convergence of the variant ``k``."""
+        if self.family == "rk":
+            return self.orders[0]
         return k + 1 if self.corrector in ("am+1", "mampc") else k
+
+
+def _adams(name: str, description: str, corrector: str | None) -> Method:
+    return Method(name, "adams", "abm_chunk", description, (1, 2, 3, 4, 5), corrector)
+
+
+def _rk(name: str, description: str, order: int) -> Method:
+    # Runge–Kutta steps run through the Adams loop with an unreachable target order,
+    # so that every step is a "start-up" step (see mbdgen.runtime.explicit).
+    return Method(name, "rk", "abm_chunk", description, (order,), tableau=name)
 
 
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method(
-            "abm",
-            "adams",
-            "abm_chunk",
-            "Adams–Bashforth k / Adams–Moulton k+1 PECE (Haug 1989 §7.4.4)",
-            (1, 2, 3, 4, 5),
-            "am+1",
+        _adams("abm", "Adams–Bashforth k / Adams–Moulton k+1 PECE (Haug 1989 §7.4.4)", "am+1"),
+        _adams("ab", "Adams–Bashforth predictor of order k alone (Haug 1989 §7.4.2)", None),
+        _adams(
+            "ampc", "AMPC_m: AB m / AM (m-1)-step corrector, PECE (Wu et al. 2000, Eqs. 8-9)", "am"
         ),
-        Method(
-            "ab",
-            "adams",
-            "abm_chunk",
-            "Adams–Bashforth predictor of order k alone (Haug 1989 §7.4.2)",
-            (1, 2, 3, 4, 5),
-            None,
-        ),
-        Method(
-            "ampc",
-            "adams",
-            "abm_chunk",
-            "AMPC_m: AB m predictor / AM m-1 step corrector, PECE (Wu et al. 2000, Eqs. 8-9)",
-            (1, 2, 3, 4, 5),
-            "am",
-        ),
-        Method(
-            "mampc",
-            "adams",
-            "abm_chunk",
-            "MAMPC_m: weighted AB m + AM m-1 step corrector (Wu et al. 2000, Eqs. 27a-c)",
-            (1, 2, 3, 4, 5),
-            "mampc",
-        ),
+        _adams("mampc", "MAMPC_m: weighted AB m + AM (m-1)-step (Wu et al. 2000, Eq. 27)", "mampc"),
+        _rk("rk4", "classical fourth-order Runge–Kutta", 4),
+        _rk("rkf45", "Fehlberg's fifth-order formula of RKF45, fixed step", 5),
+        _rk("heun", "Heun's two-stage second-order Runge–Kutta (explicit trapezoid)", 2),
+        _rk("midpoint", "explicit midpoint two-stage second-order Runge–Kutta", 2),
+        _rk("ralston", "Ralston's two-stage second-order Runge–Kutta", 2),
+        _rk("euler", "explicit Euler", 1),
     )
 }
 

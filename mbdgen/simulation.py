@@ -27,6 +27,8 @@ ProgressCallback = Callable[[float, float], None]
 
 #: Steps per jitted call; big enough that the Python round trip is noise.
 CHUNK_STEPS = 4096
+#: Adams target order no history reaches: every step is a Runge–Kutta step.
+RK_ONLY = 1 << 40
 
 
 @lru_cache(maxsize=16)
@@ -76,7 +78,7 @@ def _vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np
 def simulate(
     model: ModuleType | str | Path,
     method: str = "abm",
-    order: int = 4,
+    order: int | None = None,
     h: float = 1e-3,
     t_end: float = 10.0,
     *,
@@ -97,7 +99,8 @@ def simulate(
     model : generated module, or the path of a model file (compiled if stale).
     method : a name from :data:`mbdgen.methods.METHODS` (``abm``: AB k / AM k+1 PECE;
         ``ab``: AB k alone), Haug 1989 §7.4.
-    order : k, the Adams–Bashforth order (1-5).
+    order : k, the Adams–Bashforth order (1-5; default 4); a Runge–Kutta method has
+        one order and needs none.
     alpha, beta : Baumgarte parameters (Haug 1989, Eq. 7.3.8); 0, 0 integrates the
         index-1 equations directly (§7.3.3).
     output_every : record every this many steps.
@@ -114,6 +117,8 @@ def simulate(
         steps computed until then.
     """
     spec = get_method(method)
+    if order is None:
+        order = spec.default_order
     if order not in spec.orders:
         raise MbdgenError(
             f"method {method!r} supports orders {', '.join(map(str, spec.orders))}, not {order}"
@@ -138,13 +143,19 @@ def simulate(
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
     dim = 2 * n
-    ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
-    hist = np.zeros((order + 1, dim))
+    if spec.family == "rk":
+        ab, am, _, _, _ = _tables("ramp", order, None)
+        rk_a, rk_b, rk_c = rk_arrays(spec.tableau)
+        history, target, start_code = 2, RK_ONLY, explicit.START_RK
+    else:
+        ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
+        history, target, start_code = order + 1, order, STARTS[start][0]
+    hist = np.zeros((history, dim))
     scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
     state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
-    state[explicit.S_ORDER] = order
+    state[explicit.S_ORDER] = target
     state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
-    state[explicit.S_START] = STARTS[start][0]
+    state[explicit.S_START] = start_code
     ctrl = np.array([float(alpha), float(beta)])
     ws = index1.workspace(n, m)
     aux = np.zeros(index1.n_aux(m))
@@ -207,6 +218,7 @@ def simulate(
             "model": module.MODEL_NAME,
             "method": spec.name,
             "order": order,
+            "tableau": spec.tableau,
             "h": h,
             "t0": t0,
             "t_end": float(t_end),

@@ -181,3 +181,23 @@ def test_parameters_are_runtime_values(pendulum):
     assert heavy.info["parameters"]["g"] == 2 * 9.81
     with pytest.raises(MbdgenError, match="no parameter 'G'; its parameters"):
         mbdgen.simulate(pendulum, params={"G": 1.0})
+
+
+@pytest.mark.slow
+def test_every_method_stays_in_bounds(tmp_path):
+    """Every registered method, run with Numba's bounds checking on (a write past an
+    array's end in jitted code would corrupt memory silently otherwise)."""
+    from conftest import run_python
+
+    code = (
+        "import mbdgen\n"
+        "from mbdgen.methods import METHODS\n"
+        "for name, method in METHODS.items():\n"
+        "    for k in method.orders:\n"
+        "        for start in ('rkf45', 'ramp'):\n"
+        "            mbdgen.simulate('models/pendulum.py', name, k, 0.01, 0.2, start=start,\n"
+        "                            alpha=1.0, beta=1.0, output_every=3)\n"
+        "print('ok')\n"
+    )
+    env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    assert run_python(code, env=env).strip().endswith("ok")

@@ -15,6 +15,8 @@ Two start-up procedures fill the history of f values:
 * ``START_RK``: the first k − 1 steps are taken by an explicit Runge–Kutta method
   (Fehlberg's fifth-order formula by default, the "RKF" starter of Wu, Chiou & Lin
   2000, §V), accurate enough that AB k and ABM k keep their orders k and k + 1.
+  With a target order k that the history never reaches, every step is a Runge–Kutta
+  step: that is how the explicit Runge–Kutta methods run.
 
 The loop is generic in the right side: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)``
 returns a status code and writes f(x, t) into ``f`` (and any per-evaluation record
@@ -188,11 +190,17 @@ def abm_chunk(
             if done == n_steps:
                 return OK
             if state[S_START] == START_RK and state[S_NHIST] < k:
-                # Runge–Kutta stage 1 at x_n + h a_10 k_0, k_0 = f_n
+                # Runge–Kutta: stage 1 at x_n + h a_10 k_0 (k_0 = f_n), or, for a
+                # one-stage method, straight to x_{n+1} = x_n + h b_0 k_0.
                 stage = 1
-                _rk_combine(x, h, rk_a[1], hist[head], scratch, 1, xe)
-                t_eval = t_n + rk_c[1] * h
-                phase = _PH_STAGE
+                if stages > 1:
+                    _rk_combine(x, h, rk_a[1], hist[head], scratch, 1, xe)
+                    t_eval = t_n + rk_c[1] * h
+                    phase = _PH_STAGE
+                else:
+                    _rk_combine(x, h, rk_b, hist[head], scratch, 1, xe)
+                    t_eval = t_n + h
+                    phase = _PH_ACCEPT
             else:
                 # P: x^p = x_n + h Σ_j β^AB_{kk,j} f_{n−j}
                 kk = min(k, state[S_NHIST])
