@@ -200,7 +200,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family == "rk":
+        if self.family in ("rk", "welch"):
             return self.orders[0]
         return k + 1 if self.corrector in ("am+1", "mampc") else k
 
@@ -230,6 +230,20 @@ METHODS: dict[str, Method] = {
         _rk("midpoint", "explicit midpoint two-stage second-order Runge–Kutta", 2),
         _rk("ralston", "Ralston's two-stage second-order Runge–Kutta", 2),
         _rk("euler", "explicit Euler", 1),
+        Method(
+            "welch2",
+            "welch",
+            "welch_chunk",
+            "parameter-free second-order predictor-corrector (Welch et al. 2007, Eq. 44)",
+            (2,),
+        ),
+        Method(
+            "welch1",
+            "welch",
+            "welch_chunk",
+            "parameter-free first-order predictor (Welch et al. 2007, Eq. 44a; Hong et al.)",
+            (1,),
+        ),
     )
 }
 

@@ -20,7 +20,7 @@ import numpy as np
 from mbdgen.errors import MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
-from mbdgen.runtime import explicit, index1
+from mbdgen.runtime import explicit, index1, welch
 from mbdgen.runtime.status import MESSAGES, OK
 
 ProgressCallback = Callable[[float, float], None]
@@ -143,34 +143,43 @@ def simulate(
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
     dim = 2 * n
-    if spec.family == "rk":
-        ab, am, _, _, _ = _tables("ramp", order, None)
-        rk_a, rk_b, rk_c = rk_arrays(spec.tableau)
-        history, target, start_code = 2, RK_ONLY, explicit.START_RK
-    else:
-        ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
-        history, target, start_code = order + 1, order, STARTS[start][0]
-    hist = np.zeros((history, dim))
-    scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
-    state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
-    state[explicit.S_ORDER] = target
-    state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
-    state[explicit.S_START] = start_code
-    ctrl = np.array([float(alpha), float(beta)])
-    ws = index1.workspace(n, m)
-    aux = np.zeros(index1.n_aux(m))
     rows = n_steps // output_every + 1
     out_t = np.zeros(rows)
     out_x = np.zeros((rows, dim))
     out_f = np.zeros((rows, dim))
-    out_aux = np.zeros((rows, aux.size))
+    out_aux = np.zeros((rows, index1.n_aux(m)))
+    outputs = (output_every, out_t, out_x, out_f, out_aux)
     entry = getattr(module, spec.entry)
+    state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
+    if spec.family == "welch":
+        state[welch.S_ORDER] = order
+        ws = welch.workspace(n, m)
 
-    def advance(todo: int) -> int:
-        return entry(
-            p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am, rk_a, rk_b, rk_c,
-            todo, output_every, out_t, out_x, out_f, out_aux,
-        )  # fmt: skip
+        def advance(todo: int) -> int:
+            return entry(p, ws, t0, h, x, state, todo, *outputs)
+
+    else:
+        if spec.family == "rk":
+            ab, am, _, _, _ = _tables("ramp", order, None)
+            rk_a, rk_b, rk_c = rk_arrays(spec.tableau)  # type: ignore[arg-type]
+            history, target, start_code = 2, RK_ONLY, explicit.START_RK
+        else:
+            ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
+            history, target, start_code = order + 1, order, STARTS[start][0]
+        hist = np.zeros((history, dim))
+        scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
+        state[explicit.S_ORDER] = target
+        state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
+        state[explicit.S_START] = start_code
+        ctrl = np.array([float(alpha), float(beta)])
+        ws = index1.workspace(n, m)
+        aux = np.zeros(index1.n_aux(m))
+
+        def advance(todo: int) -> int:
+            return entry(
+                p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am, rk_a, rk_b, rk_c,
+                todo, *outputs,
+            )  # fmt: skip
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
     status, interrupted, chunks = OK, False, 0

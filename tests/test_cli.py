@@ -67,7 +67,7 @@ def test_info_reports_degrees_of_freedom(runner):
     ("args", "message"),
     [
         (["simulate", "nowhere.py"], "error: model file 'nowhere.py' does not exist"),
-        (["simulate", MODELS / "pendulum.py", "--method", "euler"], "unknown method 'euler'"),
+        (["simulate", MODELS / "pendulum.py", "--method", "leapfrog"], "unknown method 'leapfrog'"),
         (["simulate", MODELS / "pendulum.py", "--order", "9"], "supports orders 1, 2, 3, 4, 5"),
         (["simulate", MODELS / "pendulum.py", "--h", "-1"], "step size h must be positive"),
         (["simulate", MODELS / "pendulum.py", "-p", "g"], "write NAME=VALUE"),

@@ -146,6 +146,13 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         ("rt.index1.index1_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
         _CHUNK_ARGS,
     ),
+    EntryPoint(
+        "welch_chunk",
+        "welch.welch_chunk",
+        ("dynamics", "phi", "N_COORDINATES", "N_CONSTRAINTS"),
+        ("p", "ws", "t0", "h", "x", "state", "n_steps", "stride")
+        + ("out_t", "out_x", "out_f", "out_aux"),
+    ),
 )
 
 

@@ -62,3 +62,46 @@ def lu_solve_inplace(A: np.ndarray, b: np.ndarray, N: int) -> int:
             s -= A[i, j] * b[j]
         b[i] = s / A[i, i]
     return OK
+
+
+@njit(cache=True, inline="always")
+def cholesky_inplace(A: np.ndarray, N: int) -> int:
+    """Factor the symmetric positive-definite ``A`` = L Lᵀ; L overwrites A's lower triangle.
+
+    Returns ``SINGULAR`` when a pivot is not above ``PIVOT_TOL`` times the largest
+    diagonal entry (A not positive definite, e.g. redundant constraints).
+    """
+    scale = 0.0
+    for i in range(N):
+        if A[i, i] > scale:
+            scale = A[i, i]
+    tol = PIVOT_TOL * scale
+    for j in range(N):
+        s = A[j, j]
+        for k in range(j):
+            s -= A[j, k] * A[j, k]
+        if not s > tol:
+            return SINGULAR
+        d = np.sqrt(s)
+        A[j, j] = d
+        for i in range(j + 1, N):
+            s = A[i, j]
+            for k in range(j):
+                s -= A[i, k] * A[j, k]
+            A[i, j] = s / d
+    return OK
+
+
+@njit(cache=True, inline="always")
+def cholesky_solve(L: np.ndarray, b: np.ndarray, N: int) -> None:
+    """b ← (L Lᵀ)⁻¹ b with L from :func:`cholesky_inplace`."""
+    for i in range(N):
+        s = b[i]
+        for k in range(i):
+            s -= L[i, k] * b[k]
+        b[i] = s / L[i, i]
+    for i in range(N - 1, -1, -1):
+        s = b[i]
+        for k in range(i + 1, N):
+            s -= L[k, i] * b[k]
+        b[i] = s / L[i, i]
