@@ -90,6 +90,10 @@ def test_run_quick():
     assert results["warm_cache_misses"] == 0
     assert results["cold_cache_misses"] > 0
     assert results["max_abs_q_difference_mbdgen_handwritten"] < 1e-9
+    from mbdgen.methods import METHODS
+
+    assert [row["method"] for row in results["methods"]] == list(METHODS)
+    assert all(row["us_per_step"] > 0 for row in results["methods"])
     for key in (
         "pass_handwritten_ratio",
         "pass_lambdify_speedup",
