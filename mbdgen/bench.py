@@ -634,9 +634,10 @@ def method_table(
     from mbdgen.methods import METHODS
 
     def run_method(name: str) -> Any:
+        gains = {} if METHODS[name].family == "welch" else {"alpha": ALPHA, "beta": BETA}
         return mbdgen.simulate(
-            module, name, None, H, steps * H, q0=Q0, qd0=QD0,
-            params=_param_dict(module), alpha=ALPHA, beta=BETA,
+            module, name, None, H, steps * H, q0=Q0, qd0=QD0, params=_param_dict(module),
+            **gains,
         )  # fmt: skip
 
     evals = {name: run_method(name).counters["rhs_evaluations"] for name in METHODS}  # JIT

@@ -108,6 +108,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
 @click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")
 @click.option("--beta", default=0.0, show_default=True, type=float, help="Baumgarte β.")
+@click.option(
+    "--constraints",
+    type=click.Choice(["direct", "baumgarte", "gcp", "hybrid"]),
+    default=None,
+    help="Constraint handling (default: baumgarte if --alpha/--beta, else direct).",
+)
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
 @click.option("-o", "--output", default=None, help="Result file (.npz or .csv).")
@@ -122,6 +128,7 @@ def simulate(
     t_end: float,
     alpha: float,
     beta: float,
+    constraints: str | None,
     params: tuple[str, ...],
     output_every: int,
     output: str | None,
@@ -155,6 +162,7 @@ def simulate(
             t_end=t_end,
             alpha=alpha,
             beta=beta,
+            constraints=constraints,
             params=_parse_params(params),
             output_every=output_every,
             progress=callback,

@@ -20,8 +20,8 @@ import numpy as np
 from mbdgen.errors import MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
-from mbdgen.runtime import explicit, index1, welch
-from mbdgen.runtime.status import MESSAGES, OK
+from mbdgen.runtime import explicit, index1, partition, welch
+from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, OK, REPARTITION
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -29,6 +29,10 @@ ProgressCallback = Callable[[float, float], None]
 CHUNK_STEPS = 4096
 #: Adams target order no history reaches: every step is a Runge–Kutta step.
 RK_ONLY = 1 << 40
+#: Constraint handling of the explicit methods → entry point suffix (Haug 1989 §7.3).
+CONSTRAINT_HANDLING = {"direct": "", "baumgarte": "", "gcp": "_gcp", "hybrid": "_hybrid"}
+#: Re-partitions allowed per step before GCP gives up (a partition that keeps failing).
+MAX_REPARTITIONS_PER_STEP = 3
 
 
 @lru_cache(maxsize=16)
@@ -75,6 +79,48 @@ def _vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np
     return arr
 
 
+def _initial_partition(
+    module: ModuleType, t0: float, q0: np.ndarray, p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    phi_q = np.zeros((module.N_CONSTRAINTS, module.N_COORDINATES))
+    module.phi_q(t0, q0, p, phi_q)
+    try:
+        return partition.choose_partition(phi_q)
+    except ValueError as exc:
+        raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
+
+
+def _repartition(
+    advance: Callable[[int], int], state: np.ndarray, ws: tuple, x, n, m, ctrl, pivot_ratio
+) -> int:
+    """Choose new independent coordinates at the last accepted step (Haug §7.3.2,
+    step 7) and restart the multistep method there.
+
+    A zero-step call re-evaluates the last accepted state with the old partition,
+    which leaves the full q, q̇ and Φ_q in ``ws``; the new partition comes from that
+    Φ_q by full pivoting.
+    """
+    state[explicit.S_NHIST] = 0
+    status = advance(0)
+    if status not in (OK, REPARTITION):
+        return status
+    q, qd, dep, ind = ws[8], ws[9], ws[10], ws[11]
+    try:
+        new_dep, new_ind, quality = partition.choose_partition(ws[3])
+    except ValueError:
+        from mbdgen.runtime.status import SINGULAR
+
+        return SINGULAR
+    dep[:] = new_dep
+    ind[:] = new_ind
+    ctrl[partition.C_PIVOT_RATIO] = pivot_ratio * quality
+    nv = n - m
+    x[:nv] = q[ind]
+    x[nv:] = qd[ind]
+    state[explicit.S_NHIST] = 0
+    return OK
+
+
 def simulate(
     model: ModuleType | str | Path,
     method: str = "abm",
@@ -91,6 +137,9 @@ def simulate(
     output_every: int = 1,
     progress: ProgressCallback | None = None,
     start: str = "rkf45",
+    constraints: str | None = None,
+    newton_tol: float = 1e-10,
+    pivot_ratio: float = 0.1,
 ) -> Result:
     """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
 
@@ -109,6 +158,16 @@ def simulate(
         Runge–Kutta, keeps the theoretical order), ``"ramp"`` (Haug's self-starting
         order ramp, §7.4.4; limits AB k to order 2), or ``"haug1989-tables"`` (the
         start-up behind Haug's Tables 7.4.11-12, see :func:`~mbdgen.methods.adams_tables`).
+    constraints : constraint handling of the Adams and Runge–Kutta methods (Haug 1989
+        §7.3): ``"direct"`` (§7.3.3), ``"baumgarte"`` (§7.3.4, with ``alpha``, ``beta``),
+        ``"gcp"`` (generalized coordinate partitioning, §7.3.2) or ``"hybrid"``
+        (§7.3.5: Baumgarte plus a GCP correction when ‖Φ‖∞ > ``newton_tol``).
+        Default: ``"baumgarte"`` if ``alpha`` or ``beta`` is set, else ``"direct"``.
+        The Welch schemes enforce constraints themselves and take none.
+    newton_tol : ‖Φ‖∞ to which GCP solves for the dependent coordinates.
+    pivot_ratio : GCP re-partitions when Φ_u's conditioning (its smallest LU pivot over
+        the largest entry of Φ_q) falls below this fraction of its value when the
+        partition was chosen.
 
     Raises
     ------
@@ -125,6 +184,20 @@ def simulate(
         )
     if start not in STARTS:
         raise MbdgenError(f"unknown start {start!r}; choose one of: {', '.join(STARTS)}")
+    if constraints is None:
+        constraints = "baumgarte" if (alpha or beta) else "direct"
+    if constraints not in CONSTRAINT_HANDLING:
+        raise MbdgenError(
+            f"unknown constraint handling {constraints!r}; choose one of: "
+            f"{', '.join(CONSTRAINT_HANDLING)}"
+        )
+    if spec.family == "welch" and constraints != "direct":
+        raise MbdgenError(
+            f"method {method!r} enforces the constraints itself; it takes no "
+            f"{constraints!r} constraint handling (nor alpha, beta)"
+        )
+    if constraints in ("direct", "gcp") and (alpha or beta):
+        raise MbdgenError(f"alpha and beta are Baumgarte parameters; {constraints!r} uses none")
     h = float(h)
     t0 = float(t0)
     span = float(t_end) - t0
@@ -142,16 +215,25 @@ def simulate(
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
-    dim = 2 * n
     rows = n_steps // output_every + 1
+    partitioned = constraints in ("gcp", "hybrid")
+    if partitioned:
+        dep, ind, quality = _initial_partition(module, t0, x[:n], p)
+        gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
+        if constraints == "gcp":
+            x = np.concatenate([x[:n][ind], x[n:][ind]])
+        aux_size = partition.n_aux(n, m)
+    else:
+        aux_size = index1.n_aux(m)
+    dim = x.size
     out_t = np.zeros(rows)
     out_x = np.zeros((rows, dim))
     out_f = np.zeros((rows, dim))
-    out_aux = np.zeros((rows, index1.n_aux(m)))
+    out_aux = np.zeros((rows, aux_size))
     outputs = (output_every, out_t, out_x, out_f, out_aux)
-    entry = getattr(module, spec.entry)
     state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
     if spec.family == "welch":
+        entry = getattr(module, spec.entry)
         state[welch.S_ORDER] = order
         ws = welch.workspace(n, m)
 
@@ -159,6 +241,9 @@ def simulate(
             return entry(p, ws, t0, h, x, state, todo, *outputs)
 
     else:
+        entry = getattr(
+            module, spec.entry.replace("_chunk", CONSTRAINT_HANDLING[constraints] + "_chunk")
+        )
         if spec.family == "rk":
             ab, am, _, _, _ = _tables("ramp", order, None)
             rk_a, rk_b, rk_c = rk_arrays(spec.tableau)  # type: ignore[arg-type]
@@ -171,9 +256,13 @@ def simulate(
         state[explicit.S_ORDER] = target
         state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
         state[explicit.S_START] = start_code
-        ctrl = np.array([float(alpha), float(beta)])
-        ws = index1.workspace(n, m)
-        aux = np.zeros(index1.n_aux(m))
+        ctrl = np.zeros(partition.CTRL_SIZE)
+        ctrl[:2] = float(alpha), float(beta)
+        ctrl[partition.C_PIVOT_RATIO] = pivot_ratio * (quality if partitioned else 1.0)
+        ctrl[partition.C_NEWTON_TOL] = newton_tol
+        ctrl[partition.C_NEWTON_ITERS] = 25
+        ws = gcp_ws if partitioned else index1.workspace(n, m)
+        aux = np.zeros(aux_size)
 
         def advance(todo: int) -> int:
             return entry(
@@ -183,17 +272,30 @@ def simulate(
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
     status, interrupted, chunks = OK, False, 0
+    repartitions: list[int] = []
     started = stepping = time.perf_counter()
     try:
         # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
         # so that the step timing below is of stepping alone.
         status = advance(0)
         stepping = time.perf_counter()
-        while status == OK and state[explicit.S_STEP] < n_steps:
+        while state[explicit.S_STEP] < n_steps:
+            # GCP re-partitions when Φ_u degrades, and also when Newton's method fails
+            # (Haug §7.3.2 step 7: "or the integrator struggles"); a step that fails
+            # again with a fresh partition stops the run.
+            if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
+                if repartitions.count(int(state[explicit.S_STEP])) >= MAX_REPARTITIONS_PER_STEP:
+                    break
+                status = _repartition(advance, state, gcp_ws, x, n, m, ctrl, pivot_ratio)
+                repartitions.append(int(state[explicit.S_STEP]))
+            if status not in (OK, REPARTITION):
+                break
             status = advance(min(chunk, n_steps - int(state[explicit.S_STEP])))
             chunks += 1
             if progress is not None:
                 progress(t0 + int(state[explicit.S_STEP]) * h, float(t_end))
+        if status == REPARTITION and state[explicit.S_STEP] >= n_steps:
+            status = OK
     except KeyboardInterrupt:
         interrupted = True
     wall = time.perf_counter() - stepping
@@ -206,11 +308,16 @@ def simulate(
         message = f"stopped at t = {t0 + (steps + 1) * h:.6g}: {MESSAGES[status]}"
     else:
         message = MESSAGES[OK]
+    if partitioned:  # the full state is in the aux record (partition.n_aux)
+        o = m + 2
+        q_out, qd_out, qdd_out = (out_aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
+    else:
+        q_out, qd_out, qdd_out = out_x[:k, :n], out_x[:k, n:], out_f[:k, n:]
     result = Result(
         t=out_t[:k],
-        q=out_x[:k, :n],
-        qd=out_x[:k, n:],
-        qdd=out_f[:k, n:],
+        q=q_out,
+        qd=qd_out,
+        qdd=qdd_out,
         lam=out_aux[:k, :m],
         phi_norm=out_aux[:k, m],
         phid_norm=out_aux[:k, m + 1],
@@ -220,6 +327,7 @@ def simulate(
             "rhs_evaluations": int(state[explicit.S_NEVAL]),
             "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,
+            "repartitions": len(repartitions),
             "setup_time_s": stepping - started,
             "wall_time_s": wall,
         },
@@ -234,6 +342,8 @@ def simulate(
             "alpha": float(alpha),
             "beta": float(beta),
             "start": start,
+            "constraints": constraints,
+            "repartitioned_at_steps": repartitions,
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
             "status": "finished" if status == OK and not interrupted else "failed",
             "message": message,

@@ -185,8 +185,9 @@ def test_parameters_are_runtime_values(pendulum):
 
 @pytest.mark.slow
 def test_every_method_stays_in_bounds(tmp_path):
-    """Every registered method, run with Numba's bounds checking on (a write past an
-    array's end in jitted code would corrupt memory silently otherwise)."""
+    """Every registered method, and GCP (with re-partitioning) and the hybrid
+    algorithm, run with Numba's bounds checking on (a write past an array's end in
+    jitted code would corrupt memory silently otherwise)."""
     from conftest import run_python
 
     code = (
@@ -195,8 +196,13 @@ def test_every_method_stays_in_bounds(tmp_path):
         "for name, method in METHODS.items():\n"
         "    for k in method.orders:\n"
         "        for start in ('rkf45', 'ramp'):\n"
+        "            gains = {} if method.family == 'welch' else {'alpha': 1.0, 'beta': 1.0}\n"
         "            mbdgen.simulate('models/pendulum.py', name, k, 0.01, 0.2, start=start,\n"
-        "                            alpha=1.0, beta=1.0, output_every=3)\n"
+        "                            output_every=3, **gains)\n"
+        "for name in ('abm', 'rk4'):\n"
+        "    mbdgen.simulate('models/circle.py', name, None, 0.01, 2.0, constraints='gcp')\n"
+        "    mbdgen.simulate('models/circle.py', name, None, 0.01, 2.0, constraints='hybrid',\n"
+        "                    alpha=1.0, beta=1.0)\n"
         "print('ok')\n"
     )
     env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}

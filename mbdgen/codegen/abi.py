@@ -147,6 +147,18 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         _CHUNK_ARGS,
     ),
     EntryPoint(
+        "abm_gcp_chunk",
+        "explicit.abm_chunk",
+        ("rt.partition.gcp_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
+        _CHUNK_ARGS,
+    ),
+    EntryPoint(
+        "abm_hybrid_chunk",
+        "explicit.abm_chunk",
+        ("rt.partition.hybrid_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
+        _CHUNK_ARGS,
+    ),
+    EntryPoint(
         "welch_chunk",
         "welch.welch_chunk",
         ("dynamics", "phi", "N_COORDINATES", "N_CONSTRAINTS"),

@@ -213,10 +213,13 @@ def abm_chunk(
         if status != OK:
             return status
         if phase == _PH_INIT:
+            # the right side may have projected xe onto the constraints (hybrid)
             for i in range(dim):
+                x[i] = xe[i]
                 hist[head, i] = fe[i]
             state[S_NHIST] = 1
-            if state[S_STEP] % stride == 0:
+            # a restart (e.g. after re-partitioning) must not record a step twice
+            if state[S_STEP] % stride == 0 and state[S_ROW] * stride == state[S_STEP]:
                 _record(state[S_ROW], t_eval, x, fe, aux, out_t, out_x, out_f, out_aux)
                 state[S_ROW] += 1
             phase = _PH_NEXT

@@ -19,7 +19,6 @@ import numpy as np
 from numba import njit
 
 from mbdgen.runtime.linalg import lu_solve_inplace
-from mbdgen.runtime.status import OK
 
 
 def n_aux(m: int) -> int:
@@ -43,18 +42,11 @@ def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
 
 
 @njit(cache=True, inline="always")
-def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
-    """f(x, t) = [q̇; q̈] for x = [q; q̇]; writes λ, ‖Φ‖₂, ‖Φ̇‖₂ into ``aux``.
+def solve_index1(n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, A, b):
+    """Assemble and solve Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 into ``b = [q̈; λ]``.
 
-    ``kern`` is a generated ``dynamics`` kernel of a model with n coordinates and m
-    constraints (``ws`` is :func:`workspace` of those sizes).  Returns a status code.
+    Returns (status, ‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂).
     """
-    mass, force, phi, phi_q, phi_t, gamma, A, b = ws
-    q = x[:n]
-    qd = x[n:]
-    kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
-    alpha = ctrl[0]
-    beta2 = ctrl[1] * ctrl[1]
     for i in range(n):
         for j in range(n):
             A[i, j] = mass[i, j]
@@ -74,13 +66,28 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
         phi2 += phi[i] * phi[i]
         phid2 += phid * phid
     status = lu_solve_inplace(A, b, n + m)
+    return status, math.sqrt(phi2), math.sqrt(phid2)
+
+
+@njit(cache=True, inline="always")
+def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+    """f(x, t) = [q̇; q̈] for x = [q; q̇]; writes λ, ‖Φ‖₂, ‖Φ̇‖₂ into ``aux``.
+
+    ``kern`` is a generated ``dynamics`` kernel of a model with n coordinates and m
+    constraints (``ws`` is :func:`workspace` of those sizes).  Returns a status code.
+    """
+    mass, force, phi, phi_q, phi_t, gamma, A, b = ws
+    q = x[:n]
+    qd = x[n:]
+    kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    status, phi_norm, phid_norm = solve_index1(
+        n, m, qd, ctrl[0], ctrl[1] * ctrl[1], mass, force, phi, phi_q, phi_t, gamma, A, b
+    )
     for i in range(n):
         f[i] = qd[i]
         f[n + i] = b[i]
     for i in range(m):
         aux[i] = b[n + i]
-    aux[m] = math.sqrt(phi2)
-    aux[m + 1] = math.sqrt(phid2)
-    if status != OK:
-        return status
-    return OK
+    aux[m] = phi_norm
+    aux[m + 1] = phid_norm
+    return status

@@ -1,0 +1,301 @@
+"""Generalized coordinate partitioning (Haug 1989 §7.3.2) and the hybrid algorithm (§7.3.5).
+
+GCP integrates only the independent coordinates v and velocities v̇.  Each
+evaluation of the right side (:func:`gcp_rhs`)
+
+1. solves Φ(u, v, t) = 0 for the dependent coordinates u by Newton's method,
+   starting from the u of the previous evaluation (step 5 of §7.3.2);
+2. solves Φ_u u̇ = ν − Φ_v v̇ for the dependent velocities (Eq. 7.2.11);
+3. solves Eq. 7.2.1 for q̈ and λ and returns f = [v̇; v̈];
+4. monitors the conditioning of Φ_u: when the smallest pivot of its LU factors,
+   over the largest entry of Φ_q, falls below ``ctrl[2]`` (set by the driver to a
+   fraction of that ratio when the partition was chosen) it returns
+   ``REPARTITION``, and the driver chooses new independent coordinates at the last
+   accepted step (step 7) and restarts the multistep method there.  (Scaling by
+   Φ_q rather than by Φ_u's own largest pivot matters: a 1 × 1 Φ_u would otherwise
+   always look perfectly conditioned.)
+
+The dependent/independent split is chosen by Gaussian elimination of Φ_q with full
+pivoting (Haug 1989 §4.4, Eq. 4.4.8; :func:`choose_partition`).
+
+The hybrid algorithm integrates all coordinates with Baumgarte stabilization
+(Eq. 7.3.8) and, whenever an evaluated state violates ‖Φ‖∞ > ``ctrl[3]``, corrects
+u and u̇ as GCP does (:func:`hybrid_rhs`).  Since it integrates all coordinates, a
+new partition costs it no restart: each correction first chooses u by full
+pivoting at the current state (:func:`_choose_dependent`).  Haug applies the correction to the
+accepted state of a step; here it is applied to every state the integrator
+evaluates, which includes the accepted one (the accept evaluation works in place on
+the state the loop then keeps), and leaves the low-order predicted states of a
+PECE step slightly better.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from mbdgen.runtime.index1 import solve_index1
+from mbdgen.runtime.linalg import lu_solve_inplace
+from mbdgen.runtime.status import NEWTON_FAILED, OK, REPARTITION, SINGULAR
+
+# ``ctrl`` slots (after Baumgarte's α = ctrl[0], β = ctrl[1]).
+C_PIVOT_RATIO = 2  # re-partition when min|pivot of Φ_u| / max|Φ_q| falls below this
+C_NEWTON_TOL = 3  # ‖Φ‖∞ that Newton's method must reach (also the hybrid trigger)
+C_NEWTON_ITERS = 4  # most Newton iterations per evaluation
+CTRL_SIZE = 5
+
+
+def choose_partition(
+    phi_q: np.ndarray, rank_tol: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Dependent (u) and independent (v) coordinate indices from Φ_q (m × n).
+
+    Gaussian elimination with full pivoting (Haug 1989 Eq. 4.4.8): the pivot columns
+    are the dependent coordinates, whose Jacobian block Φ_u is then as well
+    conditioned as the elimination can make it.  Also returns the quality of the
+    choice, the smallest pivot over the largest entry of Φ_q, against which later
+    conditioning is judged.  Raises ``ValueError`` if Φ_q has lower rank than its
+    number of rows (redundant constraints).
+    """
+    a = np.array(phi_q, dtype=float)
+    m, n = a.shape
+    cols = np.arange(n)
+    scale = float(np.abs(a).max()) if a.size else 1.0
+    smallest = np.inf
+    for k in range(m):
+        sub = np.abs(a[k:, k:])
+        i, j = np.unravel_index(int(np.argmax(sub)), sub.shape)
+        if sub[i, j] <= rank_tol * max(scale, 1.0):
+            raise ValueError(f"Φ_q has rank {k} < {m}: the constraints are redundant")
+        smallest = min(smallest, float(sub[i, j]))
+        a[[k, k + i]] = a[[k + i, k]]
+        a[:, [k, k + j]] = a[:, [k + j, k]]
+        cols[[k, k + j]] = cols[[k + j, k]]
+        a[k + 1 :, k:] -= np.outer(a[k + 1 :, k] / a[k, k], a[k, k:])
+    quality = smallest / scale if m else 1.0
+    return np.sort(cols[:m]), np.sort(cols[m:]), quality
+
+
+def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> tuple:
+    """The ``ws`` tuple of :func:`gcp_rhs` and :func:`hybrid_rhs`.
+
+    Holds the index-1 arrays, the full q and q̇ (Newton starts from them, so they
+    are seeded with the initial state), the partition and scratch for Φ_u.
+    """
+    N = n + m
+    return (
+        np.zeros((n, n)), np.zeros(n), np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m),
+        np.zeros((N, N)), np.zeros(N),
+        np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
+        np.array(dep, dtype=np.int64), np.array(ind, dtype=np.int64),
+        np.zeros((m, m)), np.zeros(m),
+        np.zeros((m, n)), np.zeros(n, dtype=np.int64),
+    )  # fmt: skip
+
+
+def n_aux(n: int, m: int) -> int:
+    """``aux`` record: λ (m), ‖Φ‖₂, ‖Φ̇‖₂, q (n), q̇ (n), q̈ (n), pivot ratio, Newton its.
+
+    The pivot ratio is min|pivot of Φ_u| / max|Φ_q| (1 where no correction ran).
+    """
+    return m + 2 + 3 * n + 2
+
+
+@njit(cache=True, inline="always")
+def _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
+    """:func:`choose_partition` in jitted code, into ``dep`` and ``ind`` (sorted).
+
+    Returns False if Φ_q is rank deficient.
+    """
+    for i in range(m):
+        for j in range(n):
+            Wq[i, j] = phi_q[i, j]
+    for j in range(n):
+        perm[j] = j
+    for k in range(m):
+        bi, bj, best = k, k, 0.0
+        for i in range(k, m):
+            for j in range(k, n):
+                if abs(Wq[i, j]) > best:
+                    bi, bj, best = i, j, abs(Wq[i, j])
+        if best == 0.0:
+            return False
+        for j in range(n):
+            Wq[k, j], Wq[bi, j] = Wq[bi, j], Wq[k, j]
+        for i in range(m):
+            Wq[i, k], Wq[i, bj] = Wq[i, bj], Wq[i, k]
+        perm[k], perm[bj] = perm[bj], perm[k]
+        for i in range(k + 1, m):
+            c = Wq[i, k] / Wq[k, k]
+            for j in range(k, n):
+                Wq[i, j] -= c * Wq[k, j]
+    # sorted index lists: dependent = the first m columns of the permutation
+    ku = 0
+    kv = 0
+    for j in range(n):
+        chosen = False
+        for k in range(m):
+            if perm[k] == j:
+                chosen = True
+        if chosen:
+            dep[ku] = j
+            ku += 1
+        else:
+            ind[kv] = j
+            kv += 1
+    return True
+
+
+@njit(cache=True, inline="always")
+def _factor_ratio(Ju, m, scale):
+    """min|pivot| of the row-pivoted LU of Φ_u over ``scale`` (a conditioning monitor)."""
+    lo = math.inf
+    for k in range(m):
+        piv = k
+        best = abs(Ju[k, k])
+        for i in range(k + 1, m):
+            if abs(Ju[i, k]) > best:
+                best = abs(Ju[i, k])
+                piv = i
+        if piv != k:
+            for j in range(m):
+                tmp = Ju[k, j]
+                Ju[k, j] = Ju[piv, j]
+                Ju[piv, j] = tmp
+        lo = min(lo, best)
+        if best == 0.0:
+            return 0.0
+        for i in range(k + 1, m):
+            c = Ju[i, k] / Ju[k, k]
+            for j in range(k, m):
+                Ju[i, j] -= c * Ju[k, j]
+    return lo / scale if scale > 0.0 else 1.0
+
+
+@njit(cache=True, inline="always")
+def _correct(kern, n, m, t, p, ctrl, ws):
+    """Newton on Φ(u, v, t) = 0 for u, then u̇ from Φ_u u̇ = −Φ_t − Φ_v v̇; leaves
+    the model evaluated at the corrected (q, q̇).
+
+    Returns (status, Newton iterations, pivot ratio of Φ_u).
+    """
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _ = ws
+    tol = ctrl[C_NEWTON_TOL]
+    iters = 0
+    while True:
+        kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+        worst = 0.0
+        for i in range(m):
+            worst = max(worst, abs(phi[i]))
+        if worst <= tol:
+            break
+        if iters >= ctrl[C_NEWTON_ITERS] or not math.isfinite(worst):
+            return NEWTON_FAILED, iters, 0.0
+        for i in range(m):
+            for j in range(m):
+                Ju[i, j] = phi_q[i, dep[j]]
+            r[i] = -phi[i]
+        status = lu_solve_inplace(Ju, r, m)
+        if status != OK:
+            return status, iters, 0.0
+        for j in range(m):
+            q[dep[j]] += r[j]
+        iters += 1
+    for i in range(m):
+        s = -phi_t[i]
+        for j in range(n - m):
+            s -= phi_q[i, ind[j]] * qd[ind[j]]
+        r[i] = s
+        for j in range(m):
+            Ju[i, j] = phi_q[i, dep[j]]
+    status = lu_solve_inplace(Ju, r, m)
+    if status != OK:
+        return status, iters, 0.0
+    for j in range(m):
+        qd[dep[j]] = r[j]
+    scale = 0.0
+    for i in range(m):
+        for j in range(n):
+            scale = max(scale, abs(phi_q[i, j]))
+        for j in range(m):
+            Ju[i, j] = phi_q[i, dep[j]]
+    ratio = _factor_ratio(Ju, m, scale)
+    # γ depends on q̇, which just changed: evaluate once more at the corrected state
+    kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    return OK, iters, ratio
+
+
+@njit(cache=True, inline="always")
+def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
+    """Solve Eq. 7.2.1 at the state in ``ws`` and fill ``aux``; a status."""
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _ = ws
+    status, phi_norm, phid_norm = solve_index1(
+        n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, A, b
+    )
+    for i in range(m):
+        aux[i] = b[n + i]
+    aux[m] = phi_norm
+    aux[m + 1] = phid_norm
+    o = m + 2
+    for i in range(n):
+        aux[o + i] = q[i]
+        aux[o + n + i] = qd[i]
+        aux[o + 2 * n + i] = b[i]
+    aux[o + 3 * n] = ratio
+    aux[o + 3 * n + 1] = iters
+    return status
+
+
+@njit(cache=True, inline="always")
+def gcp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+    """f = [v̇; v̈] for the independent state x = [v; v̇] (Haug 1989 §7.3.2)."""
+    q, qd, ind = ws[8], ws[9], ws[11]
+    nv = n - m
+    for i in range(nv):
+        q[ind[i]] = x[i]
+        qd[ind[i]] = x[nv + i]
+    status, iters, ratio = _correct(kern, n, m, t, p, ctrl, ws)
+    if status != OK:
+        return status
+    status = _finish(n, m, 0.0, 0.0, ws, aux, iters, ratio)
+    if status != OK:
+        return status
+    b = ws[7]
+    for i in range(nv):
+        f[i] = x[nv + i]
+        f[nv + i] = b[ind[i]]
+    if ratio < ctrl[C_PIVOT_RATIO]:
+        return REPARTITION
+    return OK
+
+
+@njit(cache=True, inline="always")
+def hybrid_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+    """Baumgarte-stabilized f = [q̇; q̈] for x = [q; q̇], with a GCP correction of x
+    in place when ‖Φ‖∞ exceeds ``ctrl[C_NEWTON_TOL]`` (Haug 1989 §7.3.5)."""
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, Wq, perm = ws
+    for i in range(n):
+        q[i] = x[i]
+        qd[i] = x[n + i]
+    kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    worst = 0.0
+    for i in range(m):
+        worst = max(worst, abs(phi[i]))
+    iters = 0
+    ratio = 1.0
+    if worst > ctrl[C_NEWTON_TOL]:
+        if not _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
+            return SINGULAR
+        status, iters, ratio = _correct(kern, n, m, t, p, ctrl, ws)
+        if status != OK:
+            return status
+        for i in range(n):
+            x[i] = q[i]
+            x[n + i] = qd[i]
+    status = _finish(n, m, ctrl[0], ctrl[1] * ctrl[1], ws, aux, iters, ratio)
+    for i in range(n):
+        f[i] = qd[i]
+        f[n + i] = b[i]
+    return status
