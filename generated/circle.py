@@ -21,8 +21,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "ae0556acc538f24724b4d18fa0611f51645eef32c6e9dcce4cee9e3488019649"
-COMPILER_HASH = "1f484226791b4afc"
-ABI_HASH = "c481a8ae2213a70c"
+COMPILER_HASH = "81a43e990d1a21c0"
+ABI_HASH = "8a1c208b1980b73c"
 
 MODEL_NAME = "circle"
 DESCRIPTION = 'Particle on a circle (tests of coordinate partitioning)'
@@ -240,6 +240,12 @@ def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

@@ -104,7 +104,9 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--method", default="abm", show_default=True, help="Integration method.")
 @click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
-@click.option("--h", "h", default=1e-3, show_default=True, type=float, help="Step size.")
+@click.option(
+    "--h", "h", default=1e-3, show_default=True, type=float, help="Step (vabm: output interval)."
+)
 @click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
 @click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")
 @click.option("--beta", default=0.0, show_default=True, type=float, help="Baumgarte β.")
@@ -114,6 +116,8 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
     default=None,
     help="Constraint handling (default: baumgarte if --alpha/--beta, else direct).",
 )
+@click.option("--rtol", default=1e-6, show_default=True, type=float, help="vabm: relative tol.")
+@click.option("--atol", default=1e-6, show_default=True, type=float, help="vabm: absolute tol.")
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
 @click.option("-o", "--output", default=None, help="Result file (.npz or .csv).")
@@ -129,6 +133,8 @@ def simulate(
     alpha: float,
     beta: float,
     constraints: str | None,
+    rtol: float,
+    atol: float,
     params: tuple[str, ...],
     output_every: int,
     output: str | None,
@@ -163,6 +169,8 @@ def simulate(
             alpha=alpha,
             beta=beta,
             constraints=constraints,
+            rtol=rtol,
+            atol=atol,
             params=_parse_params(params),
             output_every=output_every,
             progress=callback,

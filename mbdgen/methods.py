@@ -196,12 +196,16 @@ class Method:
 
     @property
     def default_order(self) -> int:
+        if self.family == "adaptive":
+            return max(self.orders)
         return 4 if 4 in self.orders else self.orders[0]
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
         if self.family in ("rk", "welch"):
             return self.orders[0]
+        if self.family == "adaptive":  # k is the highest order allowed
+            return k + 1
         return k + 1 if self.corrector in ("am+1", "mampc") else k
 
 
@@ -224,6 +228,15 @@ METHODS: dict[str, Method] = {
             "ampc", "AMPC_m: AB m / AM (m-1)-step corrector, PECE (Wu et al. 2000, Eqs. 8-9)", "am"
         ),
         _adams("mampc", "MAMPC_m: weighted AB m + AM (m-1)-step (Wu et al. 2000, Eq. 27)", "mampc"),
+        Method(
+            "vabm",
+            "adaptive",
+            "vabm_chunk",
+            "variable step and order ABM PECE with error control, dense output (Haug 1989 "
+            "§7.4.4; Shampine & Gordon's DE); k is the highest order",
+            (1, 2, 3, 4, 5),
+            "am+1",
+        ),
         _rk("rk4", "classical fourth-order Runge–Kutta", 4),
         _rk("rkf45", "Fehlberg's fifth-order formula of RKF45, fixed step", 5),
         _rk("heun", "Heun's two-stage second-order Runge–Kutta (explicit trapezoid)", 2),

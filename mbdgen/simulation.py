@@ -20,7 +20,7 @@ import numpy as np
 from mbdgen.errors import MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
-from mbdgen.runtime import explicit, index1, partition, welch
+from mbdgen.runtime import adaptive, explicit, index1, partition, welch
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, OK, REPARTITION
 
 ProgressCallback = Callable[[float, float], None]
@@ -138,6 +138,8 @@ def simulate(
     progress: ProgressCallback | None = None,
     start: str = "rkf45",
     constraints: str | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
     newton_tol: float = 1e-10,
     pivot_ratio: float = 0.1,
 ) -> Result:
@@ -164,6 +166,8 @@ def simulate(
         (§7.3.5: Baumgarte plus a GCP correction when ‖Φ‖∞ > ``newton_tol``).
         Default: ``"baumgarte"`` if ``alpha`` or ``beta`` is set, else ``"direct"``.
         The Welch schemes enforce constraints themselves and take none.
+    rtol, atol : local error tolerances of the variable-step method ``vabm``, for which
+        ``h`` is the output interval, not a step size.
     newton_tol : ‖Φ‖∞ to which GCP solves for the dependent coordinates.
     pivot_ratio : GCP re-partitions when Φ_u's conditioning (its smallest LU pivot over
         the largest entry of Φ_q) falls below this fraction of its value when the
@@ -195,6 +199,11 @@ def simulate(
         raise MbdgenError(
             f"method {method!r} enforces the constraints itself; it takes no "
             f"{constraints!r} constraint handling (nor alpha, beta)"
+        )
+    if spec.family == "adaptive" and constraints in ("gcp", "hybrid"):
+        raise MbdgenError(
+            f"method {method!r} supports 'direct' and 'baumgarte' constraint handling only "
+            "(yet): a GCP restart or a hybrid projection would invalidate its dense output"
         )
     if constraints in ("direct", "gcp") and (alpha or beta):
         raise MbdgenError(f"alpha and beta are Baumgarte parameters; {constraints!r} uses none")
@@ -239,6 +248,32 @@ def simulate(
 
         def advance(todo: int) -> int:
             return entry(p, ws, t0, h, x, state, todo, *outputs)
+
+    elif spec.family == "adaptive":
+        entry = getattr(module, spec.entry)
+        tol, fstate, istate, phi_dd, coef, work = adaptive.adaptive_workspace(
+            dim, order, t0=t0, rtol=rtol, atol=atol
+        )
+        t_out = t0 + h * output_every * np.arange(rows)
+        t_out[-1] = min(t_out[-1], float(t_end))
+        ctrl = np.zeros(partition.CTRL_SIZE)
+        ctrl[:2] = float(alpha), float(beta)
+        ws = index1.workspace(n, m)
+        aux = np.zeros(aux_size)
+
+        def advance(todo: int) -> int:
+            outs = min(todo, rows - int(istate[adaptive.I_JOUT]))
+            status = entry(
+                p, ctrl, ws, aux, x, tol, fstate, istate, phi_dd, coef, work, t_out, outs,
+                1 << 40, out_x, out_f, out_aux,
+            )  # fmt: skip
+            out_t[: istate[adaptive.I_JOUT]] = t_out[: istate[adaptive.I_JOUT]]
+            # progress in the units of the fixed-step loop: output intervals done
+            done = int(istate[adaptive.I_JOUT])
+            state[explicit.S_STEP] = n_steps if done == rows else max(0, done - 1) * output_every
+            state[explicit.S_ROW] = istate[adaptive.I_JOUT]
+            state[explicit.S_NEVAL] = istate[adaptive.I_NEVAL]
+            return status
 
     else:
         entry = getattr(
@@ -305,7 +340,8 @@ def simulate(
     if interrupted:
         message = f"interrupted by the user at t = {t0 + steps * h:.6g}"
     elif status != OK:
-        message = f"stopped at t = {t0 + (steps + 1) * h:.6g}: {MESSAGES[status]}"
+        t_stop = fstate[adaptive.F_T] if spec.family == "adaptive" else t0 + (steps + 1) * h
+        message = f"stopped at t = {t_stop:.6g}: {MESSAGES[status]}"
     else:
         message = MESSAGES[OK]
     if partitioned:  # the full state is in the aux record (partition.n_aux)
@@ -323,7 +359,8 @@ def simulate(
         phid_norm=out_aux[:k, m + 1],
         coordinates=tuple(module.COORDINATE_NAMES),
         counters={
-            "steps": steps,
+            **(adaptive.counters(istate) if spec.family == "adaptive" else {}),
+            "steps": steps if spec.family != "adaptive" else int(istate[adaptive.I_NSTEP]),
             "rhs_evaluations": int(state[explicit.S_NEVAL]),
             "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,

@@ -159,6 +159,13 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         _CHUNK_ARGS,
     ),
     EntryPoint(
+        "vabm_chunk",
+        "adaptive.vabm_chunk",
+        ("rt.index1.index1_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
+        ("p", "ctrl", "ws", "aux", "x", "tol", "fstate", "istate", "phi", "coef", "work")
+        + ("t_out", "n_out", "max_steps", "out_x", "out_f", "out_aux"),
+    ),
+    EntryPoint(
         "welch_chunk",
         "welch.welch_chunk",
         ("dynamics", "phi", "N_COORDINATES", "N_CONSTRAINTS"),
