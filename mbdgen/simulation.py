@@ -21,7 +21,7 @@ from mbdgen.errors import MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
 from mbdgen.runtime import adaptive, explicit, index1, partition, welch
-from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, OK, REPARTITION
+from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, OK, REPARTITION, SINGULAR
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -39,7 +39,7 @@ MAX_REPARTITIONS_PER_STEP = 3
 def _tables(start: str, k: int, corrector: str | None) -> tuple[np.ndarray, ...]:
     """AB/corrector weights and the starter's tableau; the published-table start-up
     depends on the target order k, the others do not."""
-    code, tableau = STARTS[start]
+    tableau = STARTS[start][1]
     rule = corrector or "am+1"  # the corrector rows go unused without a corrector
     if start == "haug1989-tables":
         ab, am = adams_tables(k, start, rule)
@@ -91,25 +91,38 @@ def _initial_partition(
 
 
 def _repartition(
-    advance: Callable[[int], int], state: np.ndarray, ws: tuple, x, n, m, ctrl, pivot_ratio
+    advance: Callable[[int], int],
+    state: np.ndarray,
+    ws: tuple,
+    x: np.ndarray,
+    n: int,
+    m: int,
+    ctrl: np.ndarray,
+    pivot_ratio: float,
+    last_row: np.ndarray | None,
 ) -> int:
     """Choose new independent coordinates at the last accepted step (Haug §7.3.2,
     step 7) and restart the multistep method there.
 
     A zero-step call re-evaluates the last accepted state with the old partition,
     which leaves the full q, q̇ and Φ_q in ``ws``; the new partition comes from that
-    Φ_q by full pivoting.
+    Φ_q by full pivoting.  Newton starts from the last evaluated q, or, if a failed
+    evaluation left it non-finite, from the last recorded row (``last_row``, the
+    partitioned aux record).
     """
+    q, qd = ws[8], ws[9]
+    if last_row is not None and not (np.isfinite(q).all() and np.isfinite(qd).all()):
+        o = m + 2
+        q[:] = last_row[o : o + n]
+        qd[:] = last_row[o + n : o + 2 * n]
     state[explicit.S_NHIST] = 0
     status = advance(0)
     if status not in (OK, REPARTITION):
         return status
-    q, qd, dep, ind = ws[8], ws[9], ws[10], ws[11]
+    dep, ind = ws[10], ws[11]
     try:
         new_dep, new_ind, quality = partition.choose_partition(ws[3])
     except ValueError:
-        from mbdgen.runtime.status import SINGULAR
-
         return SINGULAR
     dep[:] = new_dep
     ind[:] = new_ind
@@ -321,7 +334,11 @@ def simulate(
             if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
                 if repartitions.count(int(state[explicit.S_STEP])) >= MAX_REPARTITIONS_PER_STEP:
                     break
-                status = _repartition(advance, state, gcp_ws, x, n, m, ctrl, pivot_ratio)
+                row = int(state[explicit.S_ROW]) - 1
+                status = _repartition(
+                    advance, state, gcp_ws, x, n, m, ctrl, pivot_ratio,
+                    out_aux[row] if row >= 0 else None,
+                )  # fmt: skip
                 repartitions.append(int(state[explicit.S_STEP]))
             if status not in (OK, REPARTITION):
                 break
