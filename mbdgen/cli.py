@@ -7,6 +7,7 @@ writes what it computed to the requested output file.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -51,6 +52,10 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPT)
+        except BrokenPipeError:
+            # the reader went away (`mbdgen methods | head`): not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except Exception as exc:
             _fail(exc)
         return None
@@ -102,7 +107,9 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--method", default="abm", show_default=True, help="Integration method.")
+@click.option(
+    "--method", default="abm", show_default=True, help="Integration method (`mbdgen methods`)."
+)
 @click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
 @click.option(
     "--h", "h", default=1e-3, show_default=True, type=float, help="Step (vabm: output interval)."
@@ -234,6 +241,16 @@ def info(model: str) -> None:
     if rank < mdl.m:
         click.echo(f"warning: {mdl.m - rank} constraint(s) are redundant at q0")
     click.echo(f"‖Φ(q0, 0)‖ = {float(np.linalg.norm(phi0)):.3e}")
+
+
+@main.command()
+def methods() -> None:
+    """List the registered integration methods."""
+    from mbdgen.methods import METHODS
+
+    for m in METHODS.values():
+        orders = ", ".join(map(str, m.orders))
+        click.echo(f"{m.name:<9} k in {{{orders}}}  {m.description}")
 
 
 @main.command()

@@ -109,3 +109,11 @@ def test_bad_model_error_and_debug_traceback(tmp_path):
         [*exe, "--debug", "compile", str(bad)], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_methods_lists_the_registry(runner):
+    from mbdgen.methods import METHODS
+
+    res = _invoke(runner, "methods")
+    assert res.exit_code == 0
+    assert [line.split()[0] for line in res.output.splitlines()] == list(METHODS)
