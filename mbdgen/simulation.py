@@ -278,7 +278,7 @@ def simulate(
             outs = min(todo, rows - int(istate[adaptive.I_JOUT]))
             status = entry(
                 p, ctrl, ws, aux, x, tol, fstate, istate, phi_dd, coef, work, t_out, outs,
-                1 << 40, out_x, out_f, out_aux,
+                CHUNK_STEPS, out_x, out_f, out_aux,
             )  # fmt: skip
             out_t[: istate[adaptive.I_JOUT]] = t_out[: istate[adaptive.I_JOUT]]
             # progress in the units of the fixed-step loop: output intervals done

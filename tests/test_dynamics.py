@@ -233,3 +233,22 @@ def test_every_method_stays_in_bounds(tmp_path):
     )
     env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     assert run_python(code, env=env).strip().endswith("ok")
+
+
+def test_variable_step_collapse_keeps_the_partial_result(tmp_path):
+    """ẍ = x³ from x = 1 at rest escapes to infinity at t ≈ 1.85: the variable-step
+    method stops with a step-size collapse (or a NaN) naming the time, and the
+    outputs before it are kept."""
+    model = tmp_path / "escape.py"
+    model.write_text(
+        "import sympy as sp\n"
+        "from mbdgen.model import Model\n"
+        "x = sp.Symbol('x')\n"
+        "model = Model(name='escape', coordinates=[x], mass=[[1]], force=[x**3], q0=[1.0])\n"
+    )
+    module = mbdgen.compile(model, tmp_path / "gen")
+    pattern = r"stopped at t = 1\.8\d*: the (step size|solution)"
+    with pytest.raises(SimulationError, match=pattern) as info:
+        mbdgen.simulate(module, "vabm", None, 0.01, 5.0, rtol=1e-8, atol=1e-8)
+    partial = info.value.result
+    assert 150 < len(partial) < 200 and np.isfinite(partial.q).all()
