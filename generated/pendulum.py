@@ -23,7 +23,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "81a43e990d1a21c0"
+COMPILER_HASH = "e8520019921004c3"
 ABI_HASH = "8a1c208b1980b73c"
 
 MODEL_NAME = "pendulum"

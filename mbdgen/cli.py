@@ -126,6 +126,8 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--rtol", default=1e-6, show_default=True, type=float, help="vabm: relative tol.")
 @click.option("--atol", default=1e-6, show_default=True, type=float, help="vabm: absolute tol.")
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
+@click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
 @click.option("-o", "--output", default=None, help="Result file (.npz or .csv).")
 @click.option("--plot", "plot_path", default=None, help="Also write a plot (.png, .pdf, .svg).")
@@ -143,6 +145,8 @@ def simulate(
     rtol: float,
     atol: float,
     params: tuple[str, ...],
+    assemble: bool,
+    hold: tuple[str, ...],
     output_every: int,
     output: str | None,
     plot_path: str | None,
@@ -178,6 +182,7 @@ def simulate(
             constraints=constraints,
             rtol=rtol,
             atol=atol,
+            assemble=list(hold) if assemble else False,
             params=_parse_params(params),
             output_every=output_every,
             progress=callback,
@@ -241,6 +246,31 @@ def info(model: str) -> None:
     if rank < mdl.m:
         click.echo(f"warning: {mdl.m - rank} constraint(s) are redundant at q0")
     click.echo(f"‖Φ(q0, 0)‖ = {float(np.linalg.norm(phi0)):.3e}")
+
+
+@main.command("assemble")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--hold", multiple=True, help="A coordinate kept at its q0 (repeatable).")
+@click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
+def assemble_cmd(model: str, hold: tuple[str, ...], params: tuple[str, ...], out_dir: str) -> None:
+    """Consistent initial positions, velocities, accelerations and multipliers of MODEL."""
+    from mbdgen.analysis.assembly import assemble
+    from mbdgen.compiler import compile as compile_model
+
+    module = compile_model(model, out_dir)
+    a = assemble(module, hold=hold, params=_parse_params(params))
+    click.echo(
+        f"{module.MODEL_NAME}: assembled in {a.iterations} Newton iteration(s), "
+        f"‖Φ‖ = {a.residual:.2e}; degrees of freedom {a.dof} (rank Φ_q = {a.rank})"
+    )
+    if a.redundant:
+        click.echo(f"redundant constraints (dependent on earlier rows): {a.redundant}")
+    width = max(len(c) for c in module.COORDINATE_NAMES)
+    click.echo(f"{'':<{width}}  {'q':>14}  {'q̇':>14}  {'q̈':>14}")
+    for i, name in enumerate(module.COORDINATE_NAMES):
+        click.echo(f"{name:<{width}}  {a.q[i]:>14.10g}  {a.qd[i]:>14.10g}  {a.qdd[i]:>14.10g}")
+    click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in a.lam) + "]")
 
 
 @main.command()

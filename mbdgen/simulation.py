@@ -153,6 +153,7 @@ def simulate(
     constraints: str | None = None,
     rtol: float = 1e-6,
     atol: float = 1e-6,
+    assemble: bool | Sequence[str] = False,
     newton_tol: float = 1e-10,
     pivot_ratio: float = 0.1,
 ) -> Result:
@@ -181,6 +182,8 @@ def simulate(
         The Welch schemes enforce constraints themselves and take none.
     rtol, atol : local error tolerances of the variable-step method ``vabm``, for which
         ``h`` is the output interval, not a step size.
+    assemble : first make q0, q̇0 consistent (:func:`mbdgen.analysis.assembly.assemble`);
+        a list of coordinate names holds those at their given values.
     newton_tol : ‖Φ‖∞ to which GCP solves for the dependent coordinates.
     pivot_ratio : GCP re-partitions when Φ_u's conditioning (its smallest LU pivot over
         the largest entry of Φ_q) falls below this fraction of its value when the
@@ -237,6 +240,14 @@ def simulate(
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     p = parameter_vector(module, params)
     x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
+    if assemble is not False:
+        from mbdgen.analysis.assembly import assemble as assemble_state
+
+        hold = () if assemble is True else tuple(assemble)
+        assembled = assemble_state(
+            module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=newton_tol
+        )
+        x = np.concatenate([assembled.q, assembled.qd])
     rows = n_steps // output_every + 1
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
@@ -397,6 +408,7 @@ def simulate(
             "beta": float(beta),
             "start": start,
             "constraints": constraints,
+            "assembled_holding": None if assemble is False else list(hold),
             "repartitioned_at_steps": repartitions,
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
             "status": "finished" if status == OK and not interrupted else "failed",

@@ -157,11 +157,10 @@ class Model:
         force = _as_column(self.force, "force")
         if force.rows != n:
             raise ModelError(f"force has {force.rows} entries but there are {n} coordinates")
+        # As many constraints as coordinates is legitimate (a kinematically driven
+        # mechanism), and so are redundant ones: rank is a numerical question that
+        # assembly analysis answers (mbdgen.analysis.assembly), not the front end.
         phi = _as_column(self.constraints, "constraints")
-        if phi.rows >= n:
-            raise ModelError(
-                f"{phi.rows} constraints on {n} coordinates leave no degree of freedom"
-            )
         # Any symbol spelled "t" is the model's time, whatever its assumptions.
         alias = {
             s: t for e in (mass, force, phi) for s in e.free_symbols if s.name == "t" and s != t
