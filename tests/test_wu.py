@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import mbdgen
 from mbdgen.errors import SimulationError
 
 G_WU = 9.8  # the paper leaves g implicit; see test_table_3_constraint_errors
-
-
-@pytest.fixture(scope="module")
-def assembled_q0(slider_crank):
-    """Eq. 37 with φ, x, y solved from Φ = 0 for θ0 = 0.9851 (Newton)."""
-    p, q = slider_crank.P_DEFAULT, slider_crank.Q0.copy()
-    phi, jac = np.zeros(3), np.zeros((3, 4))
-    for _ in range(8):
-        slider_crank.phi(0.0, q, p, phi)
-        slider_crank.phi_q(0.0, q, p, jac)
-        q[1:] -= np.linalg.solve(jac[:, 1:], phi)
-    return q
 
 
 def _mean_phi(module, method, h, q0, alpha=5.0, g=G_WU):
@@ -32,7 +19,7 @@ TABLE_3 = {"ampc": (4.65e-6, 4.14e-9), "mampc": (9.8e-7, 9.6e-11)}  # h = 0.01, 
 
 
 @pytest.mark.regression
-def test_table_3_constraint_errors(slider_crank, assembled_q0):
+def test_table_3_constraint_errors(slider_crank, slider_crank_q0):
     """Average ‖Φ‖₂ of AMPC_3 and MAMPC_3, α = β = 5, over 10 s, RKF start (§V).
 
     The paper states neither g nor the duration.  With g = 10 and 10 s (Welch et
@@ -45,7 +32,7 @@ def test_table_3_constraint_errors(slider_crank, assembled_q0):
     the initial violation (4e-5) dominates the averages, so the paper assembled it.
     """
     ours = {
-        m: [_mean_phi(slider_crank, m, h, assembled_q0) for h in (0.01, 0.001)] for m in TABLE_3
+        m: [_mean_phi(slider_crank, m, h, slider_crank_q0) for h in (0.01, 0.001)] for m in TABLE_3
     }
     for method, printed in TABLE_3.items():
         assert ours[method] == pytest.approx(printed, rel=0.015)
@@ -71,14 +58,14 @@ def _stable(module, method, alpha, q0):
 
 
 @pytest.mark.regression
-def test_figure_7_stability_thresholds(slider_crank, assembled_q0):
+def test_figure_7_stability_thresholds(slider_crank, slider_crank_q0):
     """Fig. 7 (h = 0.01): AMPC_3 is unstable for α ≥ 168 while MAMPC_3 stays stable
     for 168 ≤ α ≤ 188.  Measured by bisection (blow-up, or ‖Φ‖ > 1e-3 in the last
     second): AMPC_3 loses stability at α = 166.9, MAMPC_3 at α = 188.3 (with the
     printed q0: 166.4 and 187.8).  The linear limits of Table 2, α h ≤ 1.729 and
     1.935, would allow 172.9 and 193.5: the mechanism's own dynamics take 3 % off."""
-    assert _stable(slider_crank, "ampc", 165.0, assembled_q0)
-    assert not _stable(slider_crank, "ampc", 168.0, assembled_q0)
-    assert _stable(slider_crank, "mampc", 168.0, assembled_q0)
-    assert _stable(slider_crank, "mampc", 188.0, assembled_q0)
-    assert not _stable(slider_crank, "mampc", 190.0, assembled_q0)
+    assert _stable(slider_crank, "ampc", 165.0, slider_crank_q0)
+    assert not _stable(slider_crank, "ampc", 168.0, slider_crank_q0)
+    assert _stable(slider_crank, "mampc", 168.0, slider_crank_q0)
+    assert _stable(slider_crank, "mampc", 188.0, slider_crank_q0)
+    assert not _stable(slider_crank, "mampc", 190.0, slider_crank_q0)
