@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import fitted_order
 from scipy.integrate import solve_ivp
 
 import mbdgen
@@ -13,31 +14,6 @@ from mbdgen.methods import METHODS, get_method
 from mbdgen.simulation import CHUNK_STEPS
 
 # -- order of convergence on the pendulum (Haug 1989, Example 7.2.1) ------------------
-
-
-@pytest.fixture(scope="module")
-def pendulum_reference(pendulum):
-    """φ(1) of the reduced equation (J + m l²) φ̈ = −m g l cos φ, solved by DOP853
-    at rtol = 2.3e-14 (its floor), atol = 1e-14 (an independent formulation of the same motion)."""
-    m, J, l, g = pendulum.P_DEFAULT
-    sol = solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0.0, 1.0),
-        [0.0, 0.0],
-        method="DOP853",
-        rtol=2.3e-14,
-        atol=1e-14,
-    )
-    return sol.y[0, -1]
-
-
-def fitted_order(module, reference, method, k, levels, start="rkf45"):
-    hs = np.array([0.1 / 2**i for i in levels])
-    errors = [
-        abs(mbdgen.simulate(module, method, k, h, 1.0, start=start).q[-1, 2] - reference)
-        for h in hs
-    ]
-    return np.polyfit(np.log(hs), np.log(errors), 1)[0], errors
 
 
 # Halvings of h = 0.1 fitted, by expected order: each window lies in the asymptotic
@@ -68,7 +44,7 @@ def test_order_ramp_start_limits_adams_bashforth_to_order_two(pendulum, pendulum
     """Haug's self-start (§7.4.4) begins with an Euler step, whose O(h²) local error
     no later step removes (Haug 1989, end of §7.4.2): AB k is then second order.
     This is why the default start is the RKF starter."""
-    slope, errors = fitted_order(pendulum, pendulum_reference, "ab", k, range(3, 9), "ramp")
+    slope, errors = fitted_order(pendulum, pendulum_reference, "ab", k, range(3, 9), start="ramp")
     assert abs(slope - 2.0) <= 0.2, (slope, errors)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, fitted_order
 from scipy.integrate import solve_ivp
 
 import mbdgen
@@ -71,30 +71,14 @@ def test_gcp_keeps_the_constraints_at_the_newton_tolerance(slider_crank):
 
 
 @pytest.mark.parametrize("constraints", ["gcp", "hybrid"])
-def test_order_is_kept(pendulum, constraints):
+def test_order_is_kept(pendulum, pendulum_reference, constraints):
     """ABM 3 with GCP or hybrid constraint handling is still fourth order (slope of
-    the error in φ(1) over four halvings of h, against the reduced ODE)."""
-    m, J, l, g = pendulum.P_DEFAULT
-    sol = solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0, 1),
-        [0.0, 0.0],
-        method="DOP853",
-        rtol=2.3e-14,
-        atol=1e-14,
-    )
-    hs = np.array([0.1 / 2**i for i in range(3, 8)])
+    the error in φ(1) over five halvings of h, against the reduced ODE)."""
     gains = {"alpha": 5.0, "beta": 5.0} if constraints == "hybrid" else {}
-    errors = [
-        abs(
-            mbdgen.simulate(
-                pendulum, "abm", 3, h, 1.0, constraints=constraints, newton_tol=1e-13, **gains
-            ).q[-1, 2]
-            - sol.y[0, -1]
-        )
-        for h in hs
-    ]
-    slope = np.polyfit(np.log(hs), np.log(errors), 1)[0]
+    slope, errors = fitted_order(
+        pendulum, pendulum_reference, "abm", 3, range(3, 8),
+        constraints=constraints, newton_tol=1e-13, **gains,
+    )  # fmt: skip
     assert abs(slope - 4.0) <= 0.3, (slope, errors)
 
 
