@@ -25,7 +25,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "e8520019921004c3"
+COMPILER_HASH = "ab763096c1198900"
 ABI_HASH = "8a1c208b1980b73c"
 
 MODEL_NAME = "double_pendulum"

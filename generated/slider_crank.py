@@ -27,7 +27,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "e8520019921004c3"
+COMPILER_HASH = "ab763096c1198900"
 ABI_HASH = "8a1c208b1980b73c"
 
 MODEL_NAME = "slider_crank"

@@ -77,6 +77,7 @@ def render(model_path: str | Path) -> str:
     """Text of the generated module for ``model_path`` (stages 1-3)."""
     from mbdgen.codegen.emit import render_module
     from mbdgen.errors import ModelError
+    from mbdgen.model.core import Model
     from mbdgen.model.loader import load_model
     from mbdgen.symbolic.derive import derive
 
@@ -88,6 +89,8 @@ def render(model_path: str | Path) -> str:
             f"{model_path.name!r}; name the file {model.name}.py (the generated module "
             "takes the model's name)"
         )
+    if not isinstance(model, Model):
+        model = model.flatten()
     return render_module(derive(model), model_path.name, source_hash(model_path))
 
 

@@ -1,6 +1,23 @@
-"""Model front end: build and validate a :class:`Model` (see :mod:`mbdgen.model.core`)."""
+"""Model front end: build and validate a :class:`Model` (see :mod:`mbdgen.model.core`).
+
+Mechanisms of bodies, joints and forces are built with :mod:`mbdgen.model.planar`,
+:mod:`mbdgen.model.spatial` and :mod:`mbdgen.model.forces` into a
+:class:`~mbdgen.model.elements.Mechanism`.
+"""
 
 from mbdgen.model.core import Model, check_identifier, speeds, t
+from mbdgen.model.elements import GROUND, Body, Element, Mechanism
 from mbdgen.model.loader import load_model, source_hash
 
-__all__ = ["Model", "check_identifier", "load_model", "source_hash", "speeds", "t"]
+__all__ = [
+    "GROUND",
+    "Body",
+    "Element",
+    "Mechanism",
+    "Model",
+    "check_identifier",
+    "load_model",
+    "source_hash",
+    "speeds",
+    "t",
+]

@@ -107,6 +107,12 @@ class Model:
         Symbols for q̇ used in ``force``; default :func:`speeds` of the coordinates.
     description : str
         Free text: where the model comes from (paper, equation, table).
+    potential : expression, optional
+        Potential energy V(q) (gravity, springs) for the ``energy`` kernel; default 0.
+    kinetic : expression, optional
+        Kinetic energy T(q, q̇); default ½ q̇ᵀ M q̇.
+    constraint_names : sequence of str, optional
+        A label per constraint row (default ``phi[i]``), used in reports.
     """
 
     name: str
@@ -119,6 +125,9 @@ class Model:
     qd0: Sequence[float] | None = None
     velocities: Sequence[sp.Symbol] | None = None
     description: str = ""
+    potential: object = 0
+    kinetic: object = None
+    constraint_names: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "model")
@@ -149,7 +158,8 @@ class Model:
             )
         for i in range(n):
             for j in range(i + 1, n):
-                if sp.simplify(mass[i, j] - mass[j, i]) != 0:
+                d = mass[i, j] - mass[j, i]
+                if d != 0 and sp.expand(d) != 0 and sp.simplify(d) != 0:
                     raise ModelError(
                         f"mass matrix is not symmetric: M[{i},{j}] = {mass[i, j]} but "
                         f"M[{j},{i}] = {mass[j, i]}"
@@ -170,11 +180,32 @@ class Model:
         object.__setattr__(self, "mass", mass)
         object.__setattr__(self, "force", force)
         object.__setattr__(self, "constraints", phi)
+        qd_vec = sp.Matrix(vel)
+        kinetic = (
+            (qd_vec.T * mass * qd_vec)[0, 0] / 2
+            if self.kinetic is None
+            else sp.sympify(self.kinetic).xreplace(alias)
+        )
+        potential = sp.sympify(self.potential).xreplace(alias)
+        object.__setattr__(self, "kinetic", kinetic)
+        object.__setattr__(self, "potential", potential)
+        names = (
+            tuple(f"phi[{i}]" for i in range(phi.rows))
+            if self.constraint_names is None
+            else tuple(self.constraint_names)
+        )
+        if len(names) != phi.rows or not all(isinstance(s, str) for s in names):
+            raise ModelError(f"constraint_names must be {phi.rows} strings, one per constraint")
+        object.__setattr__(self, "constraint_names", names)
 
         coord_set, vel_set, par_set = set(coords), set(vel), set(params)
         self._check_free(mass, coord_set | par_set, "mass matrix", "M[{i},{j}]")
         self._check_free(force, coord_set | vel_set | par_set | {t}, "force", "Q[{i}]")
         self._check_free(phi, coord_set | par_set | {t}, "constraints", "constraint {i}")
+        self._check_free(
+            sp.Matrix([kinetic]), coord_set | vel_set | par_set | {t}, "kinetic energy", "T"
+        )
+        self._check_free(sp.Matrix([potential]), coord_set | par_set | {t}, "potential energy", "V")
 
         object.__setattr__(self, "q0", self._numbers(self.q0, n, "q0"))
         qd0 = self.qd0 if self.qd0 is not None else [0.0] * n

@@ -10,11 +10,12 @@ from pathlib import Path
 from mbdgen.codegen.stamp import source_hash
 from mbdgen.errors import ModelError
 from mbdgen.model.core import Model
+from mbdgen.model.elements import Mechanism
 
 __all__ = ["load_model", "source_hash"]
 
 
-def load_model(path: str | Path) -> Model:
+def load_model(path: str | Path) -> Model | Mechanism:
     """Execute a model file and return the :class:`Model` it defines.
 
     The file must define a module-level ``model`` (a :class:`Model`) or a function
@@ -50,9 +51,10 @@ def load_model(path: str | Path) -> Model:
         except Exception as exc:
             line = _user_line(exc, path)
             raise ModelError(f"{path}{line}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(model, Model):
+    if not isinstance(model, Model | Mechanism):
         raise ModelError(
-            f"{path} defines no model: assign a mbdgen.model.Model to a module-level "
+            f"{path} defines no model: assign a mbdgen.model.Model or Mechanism to a "
+            "module-level "
             "variable named 'model' (or define build_model())"
         )
     return model

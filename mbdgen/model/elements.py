@@ -1,0 +1,557 @@
+"""Element front end: mechanisms built from bodies, joints, drivers and force elements.
+
+A :class:`Mechanism` is a list of :class:`Body` objects and :class:`Element`
+instances.  An element is an *instance* of an element *type*: the type is a pure
+SymPy function (``build``) of local symbols — the coordinates and velocities of the
+bodies it connects (its *slots*) and its own local parameters — and the instance says
+which bodies fill the slots and which global parameters fill the local ones.  The
+compiler derives each distinct type once (DESIGN "Scale: element kernels"), so
+compile cost grows with the number of element types, not with the number of bodies.
+
+:meth:`Mechanism.flatten` substitutes every instance into one generalized-coordinate
+:class:`~mbdgen.model.core.Model`: the flat path, which serves as the independent
+cross-check of the element path and is used for small models' introspection.
+
+Bodies carry their coordinates:
+
+* planar (Haug 1989, ch. 3-6):  q_i = [x_i, y_i, φ_i];
+* spatial (Haug 1989, ch. 9-11): q_i = [x_i, y_i, z_i, e0_i, e1_i, e2_i, e3_i]
+  (position of the centroid and Euler parameters).
+
+The ground is :data:`GROUND`; in a slot it contributes constant coordinates
+(planar [0, 0, 0], spatial [0, 0, 0, 1, 0, 0, 0]) and no unknowns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from mbdgen.errors import ModelError
+from mbdgen.model.core import Model, check_identifier, t
+
+#: Coordinates per body slot kind and the ground's constant coordinates in that kind.
+SLOT_SIZES = {"planar": 3, "spatial": 7}
+GROUND_COORDINATES = {"planar": (0, 0, 0), "spatial": (0, 0, 0, 1, 0, 0, 0)}
+#: Coordinate-name suffixes of a body's coordinates.
+SLOT_COORDINATE_NAMES = {
+    "planar": ("x", "y", "phi"),
+    "spatial": ("x", "y", "z", "e0", "e1", "e2", "e3"),
+}
+ROLES = ("body", "joint", "driver", "force")
+
+
+class Ground:
+    """The fixed frame; fills any slot with constant coordinates."""
+
+    name = "ground"
+    kind = None
+
+    def __repr__(self) -> str:
+        return "GROUND"
+
+
+GROUND = Ground()
+
+
+@dataclass(frozen=True, eq=False)
+class Body:
+    """A rigid body with its own coordinates and inertia parameters.
+
+    ``inertia`` maps local names ("m", "J" for planar; "m", "Jxx", "Jyy", "Jzz",
+    "Jxy", "Jxz", "Jyz" for spatial) to global parameter symbols; ``defaults``
+    gives their default values.  Create bodies with :func:`mbdgen.model.planar.body`
+    or :func:`mbdgen.model.spatial.body`.
+    """
+
+    name: str
+    kind: str
+    coordinates: tuple[sp.Symbol, ...]
+    velocities: tuple[sp.Symbol, ...]
+    q0: tuple[float, ...]
+    qd0: tuple[float, ...]
+    inertia: Mapping[str, sp.Symbol]
+    defaults: Mapping[sp.Symbol, float]
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "body")
+        if self.kind not in SLOT_SIZES:
+            raise ModelError(f"body {self.name!r}: kind must be 'planar' or 'spatial'")
+        size = SLOT_SIZES[self.kind]
+        for what, vec in (("q0", self.q0), ("qd0", self.qd0)):
+            if len(vec) != size:
+                raise ModelError(
+                    f"body {self.name!r}: {what} has {len(vec)} entries, a {self.kind} body "
+                    f"has {size} coordinates ({', '.join(SLOT_COORDINATE_NAMES[self.kind])})"
+                )
+
+    def __repr__(self) -> str:
+        return f"Body({self.name!r}, {self.kind})"
+
+
+def make_coordinates(name: str, kind: str) -> tuple[tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
+    """The coordinate and velocity symbols of body ``name`` (``crank_x``, ``crank_x_d``)."""
+    check_identifier(name, "body")
+    q = tuple(sp.Symbol(f"{name}_{s}") for s in SLOT_COORDINATE_NAMES[kind])
+    qd = tuple(sp.Symbol(f"{c.name}_d") for c in q)
+    return q, qd
+
+
+@dataclass(frozen=True)
+class Local:
+    """What an element type's ``build`` sees: local symbols only.
+
+    ``q[s]`` and ``qd[s]`` are column matrices of the coordinates and velocities in
+    slot ``s`` (constants for the ground); ``p`` maps local parameter names to symbols;
+    ``ground[s]`` tells whether slot ``s`` is the ground.
+    """
+
+    t: sp.Symbol
+    q: tuple[sp.Matrix, ...]
+    qd: tuple[sp.Matrix, ...]
+    p: Mapping[str, sp.Symbol]
+    ground: tuple[bool, ...]
+    slots: tuple[str, ...]
+
+
+@dataclass
+class Contribution:
+    """An element's share of the equations, in its local symbols.
+
+    ``phi``: constraint rows (joints and drivers).  ``mass`` / ``force``: per slot,
+    a block of the mass matrix and of the generalized force on that slot's coordinates
+    (None where there is none; ignored for the ground).  ``kinetic`` and ``potential``:
+    energy terms.  ``points``: per slot, the body-fixed point (column, body frame) at
+    which joint reactions are reported (None: the body's origin).
+    """
+
+    phi: Sequence[sp.Expr] = ()
+    mass: Sequence[sp.Matrix | None] | None = None
+    force: Sequence[sp.Matrix | None] | None = None
+    kinetic: sp.Expr = sp.S.Zero
+    potential: sp.Expr = sp.S.Zero
+    points: Sequence[sp.Matrix | None] | None = None
+
+
+Builder = Callable[[Local], Contribution]
+
+
+@dataclass(frozen=True, eq=False)
+class Element:
+    """One instance of an element type.
+
+    ``family`` names the type family (an identifier such as ``revolute``); the full
+    type also depends on the slot kinds, which slots are the ground, the number of
+    local parameters and ``key`` (the structure of any user expression).  ``params``
+    maps local parameter names, in order, to global parameter symbols; ``defaults``
+    holds default values of the global symbols this element created itself.
+    """
+
+    name: str
+    family: str
+    role: str
+    slots: tuple[str, ...]
+    bodies: tuple[Body | Ground, ...]
+    params: tuple[tuple[str, sp.Symbol], ...]
+    build: Builder
+    key: str = ""
+    defaults: Mapping[sp.Symbol, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "element")
+        check_identifier(self.family, "element type")
+        if self.role not in ROLES:
+            raise ModelError(f"element {self.name!r}: role must be one of {ROLES}")
+        if len(self.slots) != len(self.bodies):
+            raise ModelError(f"element {self.name!r}: {len(self.bodies)} bodies for {self.slots}")
+        for slot, body in zip(self.slots, self.bodies, strict=True):
+            if isinstance(body, Ground):
+                continue
+            if not isinstance(body, Body):
+                raise ModelError(
+                    f"element {self.name!r}: {body!r} is not a body (use a Body or GROUND)"
+                )
+            if body.kind != slot:
+                raise ModelError(
+                    f"element {self.name!r} connects {slot} bodies, but {body.name!r} is "
+                    f"a {body.kind} body"
+                )
+        moving = [b for b in self.bodies if isinstance(b, Body)]
+        if len({id(b) for b in moving}) != len(moving):
+            raise ModelError(f"element {self.name!r} connects body {moving[0].name!r} to itself")
+
+    @property
+    def ground_mask(self) -> tuple[bool, ...]:
+        return tuple(isinstance(b, Ground) for b in self.bodies)
+
+    @property
+    def type_key(self) -> tuple:
+        """Everything that makes two instances share one set of element kernels."""
+        return (self.family, self.role, self.slots, self.ground_mask, len(self.params), self.key)
+
+    @property
+    def type_name(self) -> str:
+        """A readable identifier of the type (family, slot kinds, ground slots)."""
+        tags = "".join(
+            "g" if g else s[0] for s, g in zip(self.slots, self.ground_mask, strict=True)
+        )
+        return f"{self.family}_{tags}" if tags else self.family
+
+
+def parameter(owner: str, local: str, value: float | sp.Symbol) -> tuple[sp.Symbol, dict]:
+    """The global symbol for local parameter ``local`` of ``owner``, and its default.
+
+    A number creates a parameter named ``<owner>_<local>`` with that default (so it
+    stays a runtime value, DESIGN rule 3); a Symbol is used as is (its default comes
+    from :class:`Mechanism`'s ``parameters``).
+    """
+    if isinstance(value, sp.Symbol):
+        return value, {}
+    if isinstance(value, sp.Basic) and not value.is_number:
+        raise ModelError(
+            f"{owner}: parameter {local!r} = {value} must be a number or a single parameter "
+            "Symbol (declare a derived quantity as its own parameter)"
+        )
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{owner}: parameter {local!r} = {value!r} is not a number") from None
+    sym = sp.Symbol(f"{owner}_{local}")
+    return sym, {sym: number}
+
+
+def localize(
+    owner: str, exprs: Sequence[sp.Expr], bound: Mapping[sp.Symbol, sp.Symbol]
+) -> tuple[list[sp.Expr], list[sp.Symbol], str]:
+    """Rewrite user expressions in local symbols.
+
+    ``bound`` maps symbols the element itself defines (t, ℓ, ℓ̇, the element's own
+    coordinates...) to local placeholders.  Every other free symbol is a global
+    parameter and becomes an extra local parameter ``_u<i>``.  Returns the local
+    expressions, the global symbols in order, and a key that identifies the
+    expressions' structure (two instances with the same key share kernels).
+    """
+    exprs = [sp.sympify(e) for e in exprs]
+    for e in exprs:
+        funcs = list(e.atoms(sp.core.function.AppliedUndef))
+        if funcs:
+            raise ModelError(
+                f"{owner}: expression {e} contains the undefined function {funcs[0]}; "
+                "use plain Symbols"
+            )
+    alias = {s: t for e in exprs for s in e.free_symbols if s.name == "t" and s != t}
+    exprs = [e.xreplace(alias) for e in exprs]
+    free = sorted(
+        {s for e in exprs for s in e.free_symbols if s not in bound and s != t},
+        key=lambda s: s.name,
+    )
+    extra = {s: sp.Symbol(f"_u{i}") for i, s in enumerate(free)}
+    subs = {**bound, **extra}
+    local = [e.xreplace(subs) for e in exprs]
+    return local, free, sp.srepr(local)
+
+
+class Mechanism:
+    """A mechanism: bodies, joints, drivers and force elements (validated on construction).
+
+    Parameters
+    ----------
+    name : str
+        Identifier; also the generated module's name.
+    bodies : sequence of Body
+        The moving bodies (their order fixes the order of q).
+    elements : sequence of Element (nested sequences are flattened)
+        Joints, drivers and force elements; each body's own inertia element (and, for
+        spatial bodies, the Euler-parameter normalization pᵀp − 1 = 0 and the
+        quadratic-velocity force) is added automatically.
+    parameters : mapping Symbol -> float
+        Defaults of the global parameters that elements reference by Symbol.
+    description : str
+        Where the mechanism comes from.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        bodies: Sequence[Body],
+        elements: Iterable[Element | Iterable[Element]] = (),
+        parameters: Mapping[sp.Symbol, float] | None = None,
+        description: str = "",
+    ) -> None:
+        from mbdgen.model import planar, spatial
+
+        self.name = check_identifier(name, "model")
+        self.description = description
+        if not isinstance(description, str):
+            raise ModelError("description must be a string")
+        self.bodies = tuple(bodies)
+        if not self.bodies:
+            raise ModelError(f"mechanism {name!r} has no bodies")
+        for b in self.bodies:
+            if not isinstance(b, Body):
+                raise ModelError(f"mechanism {name!r}: {b!r} is not a Body")
+        user: list[Element] = []
+        for e in elements:
+            if isinstance(e, Element):
+                user.append(e)
+            else:
+                try:
+                    items = list(e)
+                except TypeError:
+                    raise ModelError(f"mechanism {name!r}: {e!r} is not an element") from None
+                for item in items:
+                    if not isinstance(item, Element):
+                        raise ModelError(f"mechanism {name!r}: {item!r} is not an element")
+                    user.append(item)
+        own = [planar.inertia(b) if b.kind == "planar" else spatial.inertia(b) for b in self.bodies]
+        self.elements: tuple[Element, ...] = tuple(own + user)
+        self._validate(parameters or {})
+
+    # -- validation ------------------------------------------------------------
+    def _validate(self, declared: Mapping[sp.Symbol, float]) -> None:
+        names: dict[str, str] = {}
+        for b in self.bodies:
+            if b.name in names:
+                raise ModelError(f"duplicate name {b.name!r}: two bodies")
+            names[b.name] = "body"
+        for e in self.elements:
+            if e.name in names and e.role != "body":
+                raise ModelError(
+                    f"duplicate name {e.name!r}: used by a {names[e.name]} and a {e.role}"
+                )
+            names.setdefault(e.name, e.role)
+        known = set(self.bodies)
+        for e in self.elements:
+            for b in e.bodies:
+                if isinstance(b, Body) and b not in known:
+                    raise ModelError(
+                        f"{e.role} {e.name!r} uses body {b.name!r}, which is not in the "
+                        "mechanism's bodies"
+                    )
+        defaults: dict[sp.Symbol, float] = {}
+        for s, v in declared.items():
+            if not isinstance(s, sp.Symbol):
+                raise ModelError(f"parameter {s!r} must be a sympy Symbol")
+            try:
+                defaults[s] = float(v)
+            except (TypeError, ValueError):
+                raise ModelError(f"parameter {s.name!r} has non-numeric default {v!r}") from None
+        for b in self.bodies:
+            defaults.update({s: v for s, v in b.defaults.items() if s not in declared})
+        for e in self.elements:
+            defaults.update({s: v for s, v in e.defaults.items() if s not in declared})
+        for e in self.elements:
+            for local, s in e.params:
+                if s not in defaults:
+                    raise ModelError(
+                        f"{e.role} {e.name!r}: parameter {local!r} is the symbol {s.name!r}, "
+                        "which has no default; add it to the mechanism's parameters"
+                    )
+        coords = [c for b in self.bodies for c in b.coordinates]
+        vels = [c for b in self.bodies for c in b.velocities]
+        seen: dict[str, str] = {}
+        for what, symbols in (("coordinate", coords), ("velocity", vels), ("parameter", defaults)):
+            for s in symbols:
+                check_identifier(s.name, what)
+                if s.name in seen:
+                    raise ModelError(
+                        f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}"
+                    )
+                seen[s.name] = what
+        self.coordinates = tuple(coords)
+        self.velocities = tuple(vels)
+        self.parameters = defaults
+        self.q0 = tuple(v for b in self.bodies for v in b.q0)
+        self.qd0 = tuple(v for b in self.bodies for v in b.qd0)
+        offsets, k = {}, 0
+        for b in self.bodies:
+            offsets[b] = k
+            k += SLOT_SIZES[b.kind]
+        self.body_offset = offsets
+        # Build each element once to learn its number of constraint rows.
+        self._rows: list[int] = []
+        row = 0
+        for e in self.elements:
+            self._rows.append(row)
+            row += len(element_type(e).contribution.phi)
+        self.m = row
+
+    # -- sizes and names -----------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.coordinates)
+
+    @property
+    def parameter_symbols(self) -> tuple[sp.Symbol, ...]:
+        return tuple(self.parameters)
+
+    def element_rows(self) -> list[tuple[Element, int, int]]:
+        """(element, first constraint row, number of rows) for every element."""
+        return [
+            (e, r, len(element_type(e).contribution.phi))
+            for e, r in zip(self.elements, self._rows, strict=True)
+        ]
+
+    @property
+    def constraint_names(self) -> tuple[str, ...]:
+        """A label per constraint row: ``<element>[<row within the element>]``."""
+        return tuple(f"{e.name}[{i}]" for e, _, k in self.element_rows() for i in range(k))
+
+    def local_indices(self, e: Element) -> list[int]:
+        """Global indices of the local (moving) coordinates of ``e``, slot by slot."""
+        out: list[int] = []
+        for b in e.bodies:
+            if isinstance(b, Body):
+                start = self.body_offset[b]
+                out.extend(range(start, start + SLOT_SIZES[b.kind]))
+        return out
+
+    # -- the flat path -----------------------------------------------------------
+    def flatten(self) -> Model:
+        """The same mechanism as one generalized-coordinate :class:`Model`."""
+        n = self.n
+        mass = sp.zeros(n, n)
+        force = sp.zeros(n, 1)
+        phi: list[sp.Expr] = []
+        kinetic = sp.S.Zero
+        potential = sp.S.Zero
+        for e in self.elements:
+            et = element_type(e)
+            subs = et.substitution(self, e)
+            idx = self.local_indices(e)
+            c = et.contribution
+            phi.extend(sp.sympify(f).xreplace(subs) for f in c.phi)
+            M = et.local_mass.xreplace(subs)
+            Q = et.local_force.xreplace(subs)
+            for a, ia in enumerate(idx):
+                force[ia] += Q[a]
+                for b, ib in enumerate(idx):
+                    mass[ia, ib] += M[a, b]
+            kinetic += sp.sympify(c.kinetic).xreplace(subs)
+            potential += sp.sympify(c.potential).xreplace(subs)
+        return Model(
+            name=self.name,
+            coordinates=self.coordinates,
+            velocities=self.velocities,
+            mass=mass,
+            force=force,
+            constraints=phi,
+            parameters=dict(self.parameters),
+            q0=self.q0,
+            qd0=self.qd0,
+            description=self.description,
+            potential=potential,
+            kinetic=kinetic,
+            constraint_names=self.constraint_names,
+        )
+
+
+@dataclass(frozen=True)
+class ElementType:
+    """One element type, built once in local symbols.
+
+    ``q``/``qd`` are the local moving coordinates and velocities (slots in order,
+    ground slots skipped), ``p`` the local parameters; ``local_mass`` and
+    ``local_force`` are assembled over ``q``.
+    """
+
+    name: str
+    role: str
+    slots: tuple[str, ...]
+    ground: tuple[bool, ...]
+    q: tuple[sp.Symbol, ...]
+    qd: tuple[sp.Symbol, ...]
+    p: tuple[sp.Symbol, ...]
+    contribution: Contribution
+    local_mass: sp.Matrix
+    local_force: sp.Matrix
+    slot_q: tuple[sp.Matrix, ...]
+
+    def substitution(self, mech: Mechanism, e: Element) -> dict[sp.Symbol, sp.Symbol]:
+        """Local symbol → global symbol for instance ``e`` of this type."""
+        gq = [c for b in e.bodies if isinstance(b, Body) for c in b.coordinates]
+        gqd = [c for b in e.bodies if isinstance(b, Body) for c in b.velocities]
+        subs = dict(zip(self.q, gq, strict=True))
+        subs.update(zip(self.qd, gqd, strict=True))
+        subs.update(zip(self.p, (s for _, s in e.params), strict=True))
+        return subs
+
+
+_TYPES: dict[tuple, ElementType] = {}
+
+
+def element_type(e: Element) -> ElementType:
+    """The (cached) :class:`ElementType` of instance ``e``."""
+    key = e.type_key
+    cached = _TYPES.get(key)
+    if cached is not None:
+        return cached
+    q_all: list[sp.Symbol] = []
+    qd_all: list[sp.Symbol] = []
+    slot_q, slot_qd = [], []
+    k = 0
+    for slot, g in zip(e.slots, e.ground_mask, strict=True):
+        if g:
+            slot_q.append(sp.Matrix(GROUND_COORDINATES[slot]))
+            slot_qd.append(sp.zeros(SLOT_SIZES[slot], 1))
+            continue
+        qs = [sp.Symbol(f"_q{k + i}") for i in range(SLOT_SIZES[slot])]
+        qds = [sp.Symbol(f"_qd{k + i}") for i in range(SLOT_SIZES[slot])]
+        k += SLOT_SIZES[slot]
+        q_all += qs
+        qd_all += qds
+        slot_q.append(sp.Matrix(qs))
+        slot_qd.append(sp.Matrix(qds))
+    p = tuple(sp.Symbol(f"_p{i}") for i in range(len(e.params)))
+    local = Local(
+        t=t,
+        q=tuple(slot_q),
+        qd=tuple(slot_qd),
+        p={name: s for (name, _), s in zip(e.params, p, strict=True)},
+        ground=e.ground_mask,
+        slots=e.slots,
+    )
+    try:
+        c = e.build(local)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"{e.role} {e.name!r}: cannot build its equations: {exc}") from None
+    nq = len(q_all)
+    mass = sp.zeros(nq, nq)
+    force = sp.zeros(nq, 1)
+    off = 0
+    for s, (slot, g) in enumerate(zip(e.slots, e.ground_mask, strict=True)):
+        size = SLOT_SIZES[slot]
+        if g:
+            continue
+        if c.mass is not None and c.mass[s] is not None:
+            mass[off : off + size, off : off + size] = sp.Matrix(c.mass[s])
+        if c.force is not None and c.force[s] is not None:
+            force[off : off + size, 0] = sp.Matrix(c.force[s])
+        off += size
+    c.phi = tuple(sp.sympify(f) for f in c.phi)
+    allowed = set(q_all) | set(qd_all) | set(p) | {t}
+    for what, exprs in (("constraints", c.phi), ("mass", mass), ("force", force)):
+        for ex in exprs:
+            stray = sp.sympify(ex).free_symbols - allowed
+            if stray:
+                names = ", ".join(sorted(s.name for s in stray))
+                raise ModelError(f"{e.role} {e.name!r}: {what} use undeclared symbols {names}")
+    et = ElementType(
+        name=e.type_name,
+        role=e.role,
+        slots=e.slots,
+        ground=e.ground_mask,
+        q=tuple(q_all),
+        qd=tuple(qd_all),
+        p=p,
+        contribution=c,
+        local_mass=mass,
+        local_force=force,
+        slot_q=tuple(slot_q),
+    )
+    _TYPES[key] = et
+    return et
