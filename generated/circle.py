@@ -21,19 +21,24 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "ae0556acc538f24724b4d18fa0611f51645eef32c6e9dcce4cee9e3488019649"
-COMPILER_HASH = "ab763096c1198900"
-ABI_HASH = "8a1c208b1980b73c"
+COMPILER_HASH = "9a8873065fbda70c"
+ABI_HASH = "40b17b9d8e7c94e5"
 
 MODEL_NAME = "circle"
 DESCRIPTION = 'Particle on a circle (tests of coordinate partitioning)'
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
+REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("x", "y", )
 VELOCITY_NAMES = ("x_d", "y_d", )
 PARAMETER_NAMES = ("m", "g", "l", )
+CONSTRAINT_NAMES = ("phi[0]", )
 P_DEFAULT = np.array([1.0, 9.81, 1.0], dtype=np.float64)
 Q0 = np.array([1.0, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 6.0], dtype=np.float64)
+# A generalized-coordinate model has no joints: no reaction rows.
+N_REACTIONS = 0
+REACTION_NAMES = ()
 
 # Static sparsity patterns: (row, column) of the structurally non-zero entries.
 PHI_Q_ROWS = np.array([0, 0], dtype=np.int64)
@@ -150,6 +155,14 @@ def gamma_qd(t, q, qd, p, out):
 
 
 @njit(cache=True)
+def energy(t, q, qd, p, out):
+    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    out[:] = 0.0
+    _c0 = (1/2)*p[0]
+    out[0] = _c0*qd[0]**2 + _c0*qd[1]**2
+
+
+@njit(cache=True)
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -222,6 +235,12 @@ def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[0] = -4*qd[0]
     out[1] = -4*qd[1]
+
+
+@njit(cache=True)
+def reactions(t, q, lam, p, out):
+    """Joint reactions: none in a generalized-coordinate model."""
+    pass
 
 
 @njit(cache=True)

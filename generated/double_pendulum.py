@@ -25,19 +25,24 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "ab763096c1198900"
-ABI_HASH = "8a1c208b1980b73c"
+COMPILER_HASH = "9a8873065fbda70c"
+ABI_HASH = "40b17b9d8e7c94e5"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = 'Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)'
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
+REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("x1", "y1", "th1", "x2", "y2", "th2", )
 VELOCITY_NAMES = ("x1_d", "y1_d", "th1_d", "x2_d", "y2_d", "th2_d", )
 PARAMETER_NAMES = ("m", "L", "g", )
+CONSTRAINT_NAMES = ("phi[0]", "phi[1]", "phi[2]", "phi[3]", )
 P_DEFAULT = np.array([1.0, 5.0, 10.0], dtype=np.float64)
 Q0 = np.array([0.0, 2.5, 0.0, 0.0, 7.5, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=np.float64)
+# A generalized-coordinate model has no joints: no reaction rows.
+N_REACTIONS = 0
+REACTION_NAMES = ()
 
 # Static sparsity patterns: (row, column) of the structurally non-zero entries.
 PHI_Q_ROWS = np.array([0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3], dtype=np.int64)
@@ -221,6 +226,15 @@ def gamma_qd(t, q, qd, p, out):
 
 
 @njit(cache=True)
+def energy(t, q, qd, p, out):
+    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    out[:] = 0.0
+    _c0 = (1/2)*p[0]
+    _c1 = (1/24)*p[1]**2*p[0]
+    out[0] = _c0*qd[0]**2 + _c0*qd[3]**2 + _c0*qd[1]**2 + _c0*qd[4]**2 + _c1*qd[2]**2 + _c1*qd[5]**2
+
+
+@njit(cache=True)
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -374,6 +388,12 @@ def gamma_qd_values(t, q, qd, p, out):
     out[3] = -_c3*math.sin(q[5])
     out[4] = _c2
     out[5] = -_c3*math.cos(q[5])
+
+
+@njit(cache=True)
+def reactions(t, q, lam, p, out):
+    """Joint reactions: none in a generalized-coordinate model."""
+    pass
 
 
 @njit(cache=True)

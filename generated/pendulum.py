@@ -23,19 +23,24 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "ab763096c1198900"
-ABI_HASH = "8a1c208b1980b73c"
+COMPILER_HASH = "9a8873065fbda70c"
+ABI_HASH = "40b17b9d8e7c94e5"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = 'Simple pendulum, Haug 1989 Example 7.2.1'
 N_COORDINATES = 3
 N_CONSTRAINTS = 2
+REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("x1", "y1", "phi1", )
 VELOCITY_NAMES = ("x1_d", "y1_d", "phi1_d", )
 PARAMETER_NAMES = ("m", "J", "l", "g", )
+CONSTRAINT_NAMES = ("phi[0]", "phi[1]", )
 P_DEFAULT = np.array([1.0, 0.3333333333333333, 1.0, 9.81], dtype=np.float64)
 Q0 = np.array([1.0, 0.0, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0], dtype=np.float64)
+# A generalized-coordinate model has no joints: no reaction rows.
+N_REACTIONS = 0
+REACTION_NAMES = ()
 
 # Static sparsity patterns: (row, column) of the structurally non-zero entries.
 PHI_Q_ROWS = np.array([0, 0, 1, 1], dtype=np.int64)
@@ -164,6 +169,14 @@ def gamma_qd(t, q, qd, p, out):
 
 
 @njit(cache=True)
+def energy(t, q, qd, p, out):
+    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    out[:] = 0.0
+    _c0 = (1/2)*p[0]
+    out[0] = (1/2)*p[1]*qd[2]**2 + _c0*qd[0]**2 + _c0*qd[1]**2
+
+
+@njit(cache=True)
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -250,6 +263,12 @@ def gamma_qd_values(t, q, qd, p, out):
     _c0 = 2*p[2]*qd[2]
     out[0] = -_c0*math.cos(q[2])
     out[1] = -_c0*math.sin(q[2])
+
+
+@njit(cache=True)
+def reactions(t, q, lam, p, out):
+    """Joint reactions: none in a generalized-coordinate model."""
+    pass
 
 
 @njit(cache=True)

@@ -27,19 +27,24 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "ab763096c1198900"
-ABI_HASH = "8a1c208b1980b73c"
+COMPILER_HASH = "9a8873065fbda70c"
+ABI_HASH = "40b17b9d8e7c94e5"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = 'Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76'
 N_COORDINATES = 4
 N_CONSTRAINTS = 3
+REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("theta", "phi", "x", "y", )
 VELOCITY_NAMES = ("theta_d", "phi_d", "x_d", "y_d", )
 PARAMETER_NAMES = ("J1", "J2", "m", "r", "L", "L1", "g", )
+CONSTRAINT_NAMES = ("phi[0]", "phi[1]", "phi[2]", )
 P_DEFAULT = np.array([0.045, 0.006875, 1.0, 0.3, 0.5, 0.3, 10.0], dtype=np.float64)
 Q0 = np.array([0.9851, -0.5236, 0.4256, 0.1], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0, 0.0], dtype=np.float64)
+# A generalized-coordinate model has no joints: no reaction rows.
+N_REACTIONS = 0
+REACTION_NAMES = ()
 
 # Static sparsity patterns: (row, column) of the structurally non-zero entries.
 PHI_Q_ROWS = np.array([0, 0, 0, 1, 1, 1, 2, 2], dtype=np.int64)
@@ -199,6 +204,14 @@ def gamma_qd(t, q, qd, p, out):
 
 
 @njit(cache=True)
+def energy(t, q, qd, p, out):
+    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    out[:] = 0.0
+    _c0 = (1/2)*p[2]
+    out[0] = (1/2)*p[0]*qd[0]**2 + (1/2)*p[1]*qd[1]**2 + _c0*qd[2]**2 + _c0*qd[3]**2
+
+
+@njit(cache=True)
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -324,6 +337,12 @@ def gamma_qd_values(t, q, qd, p, out):
     out[2] = _c0*math.sin(q[0])
     out[3] = _c2*_c3
     out[4] = _c1*_c3*(p[4] - p[5])
+
+
+@njit(cache=True)
+def reactions(t, q, lam, p, out):
+    """Joint reactions: none in a generalized-coordinate model."""
+    pass
 
 
 @njit(cache=True)
