@@ -44,6 +44,34 @@ class Assembly:
     iterations: int = 0
     residual: float = 0.0
     held: tuple[str, ...] = ()
+    constraint_names: tuple[str, ...] = ()
+    involved: list[int] = field(default_factory=list)
+
+    @property
+    def redundant_names(self) -> list[str]:
+        """Labels of the redundant rows (``<joint>[<row>]`` for mechanisms)."""
+        return [self.constraint_names[i] for i in self.redundant]
+
+    @property
+    def involved_elements(self) -> list[str]:
+        """Joints/drivers whose rows take part in a linear dependency of Φ_q's rows."""
+        out: list[str] = []
+        for i in self.involved:
+            name = self.constraint_names[i].split("[", 1)[0]
+            if name not in out:
+                out.append(name)
+        return out
+
+    def redundancy_message(self) -> str:
+        """One line naming the redundant rows and the joints involved ('' if none)."""
+        if not self.redundant:
+            return ""
+        return (
+            f"{len(self.redundant)} redundant constraint row(s): "
+            f"{', '.join(self.redundant_names)} (rank Φ_q = {self.rank} of "
+            f"{len(self.constraint_names)} rows, tolerance {RANK_TOL:g}·‖Φ_q‖); "
+            f"joints involved: {', '.join(self.involved_elements)}"
+        )
 
 
 def _kernel(module: ModuleType, name: str, *args: object) -> np.ndarray:
@@ -51,6 +79,7 @@ def _kernel(module: ModuleType, name: str, *args: object) -> np.ndarray:
     shapes = {
         "phi": (m,),
         "phi_q": (m, n),
+        "phi_t": (m,),
         "nu": (m,),
         "gamma": (m,),
         "mass": (n, n),
@@ -78,6 +107,20 @@ def redundant_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> tuple[int, list[
         else:
             basis.append(r / norm)
     return len(basis), redundant
+
+
+def dependent_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> list[int]:
+    """Rows that take part in a linear dependency: non-zero in the null space of Φ_qᵀ."""
+    if phi_q.size == 0:
+        return []
+    u, s, _ = np.linalg.svd(phi_q, full_matrices=True)
+    scale = float(s[0]) if s.size and s[0] > 0 else 1.0
+    rank = int(np.sum(s > tol * scale))
+    null = u[:, rank:]
+    if null.shape[1] == 0:
+        return []
+    weight = np.sqrt((null**2).sum(axis=1))
+    return [int(i) for i in np.flatnonzero(weight > 1e-8)]
 
 
 def assemble(
@@ -170,4 +213,8 @@ def assemble(
         iterations=iterations,
         residual=float(np.linalg.norm(phi)),
         held=tuple(hold),
+        constraint_names=tuple(
+            getattr(module, "CONSTRAINT_NAMES", None) or (f"phi[{i}]" for i in range(m))
+        ),
+        involved=dependent_rows(phi_q) if redundant else [],
     )
