@@ -25,8 +25,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "9a8873065fbda70c"
-ABI_HASH = "40b17b9d8e7c94e5"
+COMPILER_HASH = "3d840e3d5f26019c"
+ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = 'Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)'
@@ -424,3 +424,9 @@ def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def derived(t, q, qd, lam, p, energy_out, reactions_out):
+    """Runtime ``postprocess.derived`` bound to this module's kernels."""
+    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)

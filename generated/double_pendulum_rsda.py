@@ -29,8 +29,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "9a8873065fbda70c"
-ABI_HASH = "40b17b9d8e7c94e5"
+COMPILER_HASH = "3d840e3d5f26019c"
+ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = 'Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1'
@@ -137,7 +137,7 @@ E5_IR = _DATA["E5_IR"]
 E5_RR = _DATA["E5_RR"]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -150,7 +150,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -164,7 +164,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -177,7 +177,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -190,7 +190,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -210,7 +210,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -228,7 +228,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -246,7 +246,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -263,7 +263,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -280,7 +280,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -298,7 +298,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -316,7 +316,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -347,7 +347,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -365,7 +365,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -382,7 +382,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -399,7 +399,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -417,7 +417,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -435,7 +435,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -460,7 +460,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -488,7 +488,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -518,7 +518,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -546,7 +546,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -572,7 +572,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -600,7 +600,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -630,7 +630,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -660,7 +660,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -710,7 +710,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -740,7 +740,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -766,7 +766,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -794,7 +794,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -824,7 +824,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -854,7 +854,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -895,7 +895,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -909,7 +909,7 @@ def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += -_p0*(-_p2 + _q2) - _p1*_qd2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -919,7 +919,7 @@ def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += -_p0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -929,7 +929,7 @@ def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += -_p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -941,7 +941,7 @@ def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += (1/2)*_p0*(-_p2 + _q2)**2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type rsda_gp: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -955,7 +955,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += -_p0*(-_p2 + _q2) - _p1*_qd2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_gp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -965,7 +965,7 @@ def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_p0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_gp: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -975,7 +975,7 @@ def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -996,7 +996,7 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5] += -_c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1013,7 +1013,7 @@ def _e4_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1030,7 +1030,7 @@ def _e4_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1046,7 +1046,7 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += (1/2)*_p0*(-_p2 - _q2 + _q5)**2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type rsda_pp: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1067,7 +1067,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i5] += -_c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_pp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1084,7 +1084,7 @@ def _e4_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_pp: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1101,7 +1101,7 @@ def _e4_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1114,7 +1114,7 @@ def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i1] += _p0*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1128,7 +1128,7 @@ def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_p: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1428,3 +1428,9 @@ def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def derived(t, q, qd, lam, p, energy_out, reactions_out):
+    """Runtime ``postprocess.derived`` bound to this module's kernels."""
+    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)

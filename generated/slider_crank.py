@@ -27,8 +27,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "9a8873065fbda70c"
-ABI_HASH = "40b17b9d8e7c94e5"
+COMPILER_HASH = "3d840e3d5f26019c"
+ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = 'Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76'
@@ -373,3 +373,9 @@ def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def derived(t, q, qd, lam, p, energy_out, reactions_out):
+    """Runtime ``postprocess.derived`` bound to this module's kernels."""
+    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)

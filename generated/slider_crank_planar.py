@@ -28,8 +28,8 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
-COMPILER_HASH = "9a8873065fbda70c"
-ABI_HASH = "40b17b9d8e7c94e5"
+COMPILER_HASH = "3d840e3d5f26019c"
+ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = 'Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies'
@@ -132,7 +132,7 @@ E4_IR = _DATA["E4_IR"]
 E4_RR = _DATA["E4_RR"]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -145,7 +145,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -159,7 +159,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -172,7 +172,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -185,7 +185,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -205,7 +205,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -223,7 +223,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -241,7 +241,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -258,7 +258,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -275,7 +275,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -293,7 +293,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -311,7 +311,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -342,7 +342,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -360,7 +360,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -377,7 +377,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -394,7 +394,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -412,7 +412,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -430,7 +430,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -455,7 +455,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -483,7 +483,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -513,7 +513,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -541,7 +541,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -567,7 +567,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -595,7 +595,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -625,7 +625,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -655,7 +655,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -705,7 +705,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -735,7 +735,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -761,7 +761,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -789,7 +789,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -819,7 +819,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -849,7 +849,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -890,7 +890,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -905,7 +905,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += _p0*math.sin(_q2) + _p1*math.cos(_q2) - _p2 + _q1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -919,7 +919,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += _p0*math.cos(_q2) - _p1*math.sin(_q2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -933,7 +933,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0] += -_qd2**2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -947,7 +947,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -961,7 +961,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += _a2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -975,7 +975,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += -_qd2**2*(-_p0*math.cos(_q2) + _p1*math.sin(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -989,7 +989,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += -2*_qd2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type absolute_y_p: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1011,7 +1011,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 0] += _c2*_qd2**2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1025,7 +1025,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _p0*math.cos(_q2) - _p1*math.sin(_q2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1039,7 +1039,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1053,7 +1053,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _a2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1067,7 +1067,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_qd2**2*(-_p0*math.cos(_q2) + _p1*math.sin(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1081,7 +1081,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -2*_qd2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type absolute_y_p: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1104,7 +1104,7 @@ def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1117,7 +1117,7 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i1] += _p0*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1131,7 +1131,7 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_p: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1431,3 +1431,9 @@ def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def derived(t, q, qd, lam, p, energy_out, reactions_out):
+    """Runtime ``postprocess.derived`` bound to this module's kernels."""
+    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)

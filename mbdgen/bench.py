@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -707,4 +707,119 @@ def report(results: dict[str, Any]) -> str:
             f"{row['rhs_evaluations_per_step']:>12.2f}{row['ratio_to_handwritten_abm4']:>8.2f}"
         )
     lines.append("(vabm chooses its own steps: its figures are per output interval h, tol 1e-6)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# (d) Scale: compile time and module size of planar chains (element kernels).
+# --------------------------------------------------------------------------------------
+
+CHAIN_MODEL = Path(__file__).resolve().parent.parent / "models" / "planar_chain.py"
+SCALE_SIZES = (8, 64, 512)
+GOAL_SCALE_COLD_S = 30.0
+
+_SCALE_CHILD = r"""
+import json, time
+t0 = time.perf_counter()
+from mbdgen.compiler import generate, import_generated
+path, _ = generate(MODEL, OUT)
+t1 = time.perf_counter()
+module = import_generated(path)
+import mbdgen
+from numba.core import event
+with event.install_recorder("numba:compile") as rec:
+    t2 = time.perf_counter()
+    mbdgen.simulate(module, method="abm", order=4, h=1e-3, t_end=1e-3, start="ramp")
+    t3 = time.perf_counter()
+depth, start, jit = 0, 0.0, 0.0
+for stamp, ev in rec.buffer:
+    if ev.is_start:
+        if depth == 0:
+            start = stamp
+        depth += 1
+    else:
+        depth -= 1
+        if depth == 0:
+            jit += stamp - start
+print(json.dumps({"generate_s": t1 - t0, "jit_s": jit, "first_call_s": t3 - t2,
+                  "n": module.N_COORDINATES, "m": module.N_CONSTRAINTS, "path": str(path)}))
+"""
+
+
+def module_sizes(path: str | Path) -> dict[str, int]:
+    """Bytes of a generated module: total, its code, and its compressed data block."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    data = 0
+    inside = False
+    for line in lines:
+        if line.startswith("_DATA = rt.tables.decode("):
+            inside = True
+        if inside:
+            data += len(line.encode())
+            if line.startswith(")"):
+                inside = False
+    total = len(text.encode())
+    return {"bytes": total, "code_bytes": total - data, "data_bytes": data}
+
+
+def scale(sizes: Sequence[int] = SCALE_SIZES) -> list[dict[str, Any]]:
+    """Cold compile time and module size of planar N-link chains (element path).
+
+    Each N runs in a fresh interpreter with an empty Numba cache: generate the module
+    from ``models/planar_chain.py`` copied as ``planar_chain_<N>.py``, import it and
+    take one ABM step.  ``jit_s`` sums Numba's outermost compile events, so it
+    excludes the step itself (a dense (n+m)² solve that grows with N³).
+    """
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mbdgen-scale-") as tmp:
+        base = Path(tmp)
+        for n_links in sizes:
+            model = base / f"planar_chain_{n_links}.py"
+            shutil.copy2(CHAIN_MODEL, model)
+            cache = base / f"cache-{n_links}"
+            code = "\n".join(
+                [f"MODEL = {str(model)!r}", f"OUT = {str(base / 'gen')!r}", _SCALE_CHILD]
+            )
+            env = dict(os.environ)
+            env["NUMBA_CACHE_DIR"] = str(cache)
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-c", code],
+                cwd=base,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            wall = time.perf_counter() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"scale benchmark N={n_links} failed:\n{proc.stderr[-3000:]}")
+            data = json.loads(proc.stdout.strip().splitlines()[-1])
+            data.update(module_sizes(data.pop("path")))
+            data["links"] = n_links
+            data["cold_compile_s"] = data["generate_s"] + data["jit_s"]
+            data["process_s"] = wall
+            data["pass_cold"] = bool(data["cold_compile_s"] < GOAL_SCALE_COLD_S)
+            rows.append(data)
+    return rows
+
+
+def scale_report(rows: Sequence[dict[str, Any]]) -> str:
+    """Table of :func:`scale`'s rows."""
+    lines = [
+        "planar N-link chains, element kernels (cold: empty Numba cache, fresh process):",
+        f"{'N':>5}{'n':>6}{'m':>6}{'generate s':>12}{'JIT s':>8}{'cold s':>8}"
+        f"{'module B':>10}{'code B':>9}{'data B':>9}  goal < {GOAL_SCALE_COLD_S:g} s",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['links']:>5}{r['n']:>6}{r['m']:>6}{r['generate_s']:>12.2f}{r['jit_s']:>8.2f}"
+            f"{r['cold_compile_s']:>8.2f}{r['bytes']:>10}{r['code_bytes']:>9}"
+            f"{r['data_bytes']:>9}  {'PASS' if r['pass_cold'] else 'FAIL'}"
+        )
+    lines.append(
+        "(code B is the module without its compressed data block; the data block holds "
+        "the per-element index tables, names and defaults)"
+    )
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The ``mbdgen`` command line: compile, simulate, info, bench.
+"""The ``mbdgen`` command line: compile, simulate, info, bench, and the analyses.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit code;
 ``--debug`` shows the traceback instead.  A run that fails or is interrupted still
@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from mbdgen import __version__
 from mbdgen.errors import MbdgenError, SimulationError
+
+_T = TypeVar("_T")
 
 EXIT_ERROR = 1
 EXIT_INTERRUPT = 130
@@ -217,34 +221,66 @@ def simulate(
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-def info(model: str) -> None:
-    """Describe MODEL: coordinates, parameters, constraints, degrees of freedom."""
+@click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
+def info(model: str, out_dir: str) -> None:
+    """Describe MODEL: bodies, joints, coordinates, parameters, constraints, degrees of
+    freedom and redundancy (rank of Φ_q at q0)."""
     import numpy as np
 
+    from mbdgen.analysis.assembly import RANK_TOL, dependent_rows, redundant_rows
+    from mbdgen.compiler import compile as compile_model
+    from mbdgen.model.elements import Mechanism, element_type
     from mbdgen.model.loader import load_model
-    from mbdgen.symbolic.derive import derive
 
     mdl = load_model(model)
-    system = derive(mdl)
+    module = compile_model(model, out_dir)
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     click.echo(f"model {mdl.name}: {mdl.description}")
-    click.echo(f"coordinates ({mdl.n}): {', '.join(c.name for c in mdl.coordinates)}")
-    params = ", ".join(f"{s.name}={v:g}" for s, v in mdl.parameters.items())
-    click.echo(f"parameters ({len(mdl.parameters)}): {params or '(none)'}")
-    click.echo(f"constraints ({mdl.m}):")
-    for i, c in enumerate(mdl.constraints):  # type: ignore[attr-defined]
-        click.echo(f"  Φ[{i}] = {c}")
-    from mbdgen.model.core import t
-
-    subs = {s: float(v) for s, v in zip(mdl.coordinates, mdl.q0, strict=True)}
-    subs.update(mdl.parameters)
-    subs[t] = 0.0
-    phi_q = np.array(system.blocks["phi_q"].subs(subs).evalf(), dtype=float).reshape(mdl.m, mdl.n)
-    phi0 = np.array(system.blocks["phi"].subs(subs).evalf(), dtype=float).ravel()
-    rank = int(np.linalg.matrix_rank(phi_q, tol=1e-9)) if mdl.m else 0
-    click.echo(f"rank of Φ_q at q0: {rank} of {mdl.m} constraints")
-    click.echo(f"degrees of freedom: {mdl.n - rank}")
-    if rank < mdl.m:
-        click.echo(f"warning: {mdl.m - rank} constraint(s) are redundant at q0")
+    if isinstance(mdl, Mechanism):
+        click.echo(f"bodies ({len(mdl.bodies)}):")
+        for b in mdl.bodies:
+            mass = mdl.parameters[b.inertia["m"]]
+            click.echo(f"  {b.name:<16} {b.kind:<8} m = {mass:g}")
+        click.echo(f"joints, drivers and forces ({len(mdl.elements) - len(mdl.bodies)}):")
+        for e, row, k in mdl.element_rows():
+            if e.role == "body":
+                continue
+            bodies = " – ".join(b.name for b in e.bodies)
+            rows = f"rows {row}-{row + k - 1}" if k else "no constraint rows"
+            click.echo(f"  {e.name:<16} {e.role:<7} {element_type(e).name:<24} {bodies} ({rows})")
+        types = getattr(module, "ELEMENT_TYPE_NAMES", ())
+        click.echo(f"element types ({len(types)}): {', '.join(types)}")
+    click.echo(f"coordinates ({n}): {', '.join(module.COORDINATE_NAMES)}")
+    params = ", ".join(
+        f"{name}={v:g}" for name, v in zip(module.PARAMETER_NAMES, module.P_DEFAULT, strict=True)
+    )
+    click.echo(f"parameters ({len(module.PARAMETER_NAMES)}): {params or '(none)'}")
+    click.echo(f"constraints ({m}):")
+    if not isinstance(mdl, Mechanism):
+        for i, c in enumerate(mdl.constraints):  # type: ignore[attr-defined]
+            click.echo(f"  Φ[{i}] = {c}")
+    else:
+        click.echo("  " + ", ".join(module.CONSTRAINT_NAMES))
+    p = np.array(module.P_DEFAULT, dtype=float)
+    q0 = np.array(module.Q0, dtype=float)
+    phi_q = np.zeros((m, n))
+    phi0 = np.zeros(m)
+    module.phi_q(0.0, q0, p, phi_q)
+    module.phi(0.0, q0, p, phi0)
+    rank, redundant = redundant_rows(phi_q)
+    click.echo(f"rank of Φ_q at q0: {rank} of {m} constraints (tolerance {RANK_TOL:g}·‖Φ_q‖)")
+    click.echo(f"degrees of freedom: {n - rank}")
+    if redundant:
+        names = module.CONSTRAINT_NAMES
+        involved = []
+        for i in dependent_rows(phi_q):
+            label = names[i].split("[", 1)[0]
+            if label not in involved:
+                involved.append(label)
+        click.echo(
+            f"warning: {len(redundant)} constraint row(s) are redundant at q0: "
+            f"{', '.join(names[i] for i in redundant)}; joints involved: {', '.join(involved)}"
+        )
     click.echo(f"‖Φ(q0, 0)‖ = {float(np.linalg.norm(phi0)):.3e}")
 
 
@@ -265,12 +301,194 @@ def assemble_cmd(model: str, hold: tuple[str, ...], params: tuple[str, ...], out
         f"‖Φ‖ = {a.residual:.2e}; degrees of freedom {a.dof} (rank Φ_q = {a.rank})"
     )
     if a.redundant:
-        click.echo(f"redundant constraints (dependent on earlier rows): {a.redundant}")
+        click.echo(a.redundancy_message())
     width = max(len(c) for c in module.COORDINATE_NAMES)
     click.echo(f"{'':<{width}}  {'q':>14}  {'q̇':>14}  {'q̈':>14}")
     for i, name in enumerate(module.COORDINATE_NAMES):
         click.echo(f"{name:<{width}}  {a.q[i]:>14.10g}  {a.qd[i]:>14.10g}  {a.qdd[i]:>14.10g}")
     click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in a.lam) + "]")
+
+
+def _time_options(f: Callable[..., None]) -> Callable[..., None]:
+    """The time grid and model options shared by `kinematics` and `inverse`."""
+    for option in reversed(
+        [
+            click.option("--t-end", default=1.0, show_default=True, type=float, help="End time."),
+            click.option("--h", "h", default=None, type=float, help="Output step."),
+            click.option(
+                "--steps", default=None, type=int, help="Number of steps (default 100 without --h)."
+            ),
+            click.option("--t0", default=0.0, show_default=True, type=float, help="Start time."),
+            click.option(
+                "-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE."
+            ),
+            click.option("-o", "--output", default=None, help="Result file (.npz or .csv)."),
+            click.option(
+                "--out-dir", default="generated", show_default=True, help="Generated modules."
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _kinematic_run(run: Callable[[], _T], output: str | None) -> _T:
+    """Run a kinematic analysis; on a singular configuration save what was computed."""
+    from mbdgen.analysis.kinematics import SingularConfigurationError
+
+    try:
+        return run()
+    except SingularConfigurationError as exc:
+        if output and exc.result is not None and len(exc.result):  # type: ignore[arg-type]
+            saved = exc.result.save(output)  # type: ignore[attr-defined]
+            click.echo(
+                f"saved the {len(exc.result)} output times before the singular configuration "  # type: ignore[arg-type]
+                f"to {saved}",
+                err=True,
+            )
+        raise
+
+
+@main.command("kinematics")
+@click.argument("model", type=click.Path(dir_okay=False))
+@_time_options
+def kinematics_cmd(
+    model: str,
+    t_end: float,
+    h: float | None,
+    steps: int | None,
+    t0: float,
+    params: tuple[str, ...],
+    output: str | None,
+    out_dir: str,
+) -> None:
+    """Kinematic analysis of a driven MODEL: q, q̇, q̈ from Φ = 0, Φ_q q̇ = ν, Φ_q q̈ = γ."""
+    from mbdgen.analysis.kinematics import kinematics
+    from mbdgen.compiler import compile as compile_model
+
+    module = compile_model(model, out_dir)
+    r = _kinematic_run(
+        lambda: kinematics(module, t_end, h, steps=steps, t0=t0, params=_parse_params(params)),
+        output,
+    )
+    c = r.counters
+    click.echo(
+        f"{module.MODEL_NAME}: kinematic analysis, {c['steps']} steps of h={r.info['h']:g} "
+        f"to t={t_end:g}, {c['newton_iterations']} Newton iterations; "
+        f"max ‖Φ‖ = {r.phi_norm.max():.2e}; largest condition number of Φ_q "
+        f"{c['max_condition']:.3g} at t = {r.info['max_condition_t']:g}"
+    )
+    width = max(len(name) for name in module.COORDINATE_NAMES)
+    click.echo(f"at t = {r.t[-1]:g}:")
+    click.echo(f"{'':<{width}}  {'q':>14}  {'q̇':>14}  {'q̈':>14}")
+    for i, name in enumerate(module.COORDINATE_NAMES):
+        click.echo(
+            f"{name:<{width}}  {r.q[-1, i]:>14.10g}  {r.qd[-1, i]:>14.10g}  {r.qdd[-1, i]:>14.10g}"
+        )
+    if output:
+        click.echo(f"wrote {r.save(output)}")
+
+
+@main.command("inverse")
+@click.argument("model", type=click.Path(dir_okay=False))
+@_time_options
+@click.option(
+    "--driver",
+    "drivers",
+    multiple=True,
+    help="A constraint row (label or index) to report (default: the rheonomic rows).",
+)
+def inverse_cmd(
+    model: str,
+    t_end: float,
+    h: float | None,
+    steps: int | None,
+    t0: float,
+    params: tuple[str, ...],
+    output: str | None,
+    out_dir: str,
+    drivers: tuple[str, ...],
+) -> None:
+    """Inverse dynamics of a driven MODEL: multipliers and driving forces along its motion."""
+    from mbdgen.analysis.inverse import inverse_dynamics
+    from mbdgen.compiler import compile as compile_model
+
+    module = compile_model(model, out_dir)
+    rows = [int(d) if d.isdigit() else d for d in drivers] or None
+    r = _kinematic_run(
+        lambda: inverse_dynamics(
+            module, t_end, h, steps=steps, t0=t0, params=_parse_params(params), drivers=rows
+        ),
+        output,
+    )
+    labels = [r.constraint_names[i] for i in r.drivers]
+    click.echo(
+        f"{module.MODEL_NAME}: inverse dynamics at {len(r.t)} times to t={t_end:g}; "
+        f"max residual of Φ_qᵀλ = Q − M q̈ {r.info['max_residual']:.2e}"
+    )
+    if not labels:
+        click.echo("no driver rows (no constraint depends on t); name rows with --driver")
+    else:
+        click.echo("driving forces −λ of the driver rows:")
+        width = max(14, *(len(s) for s in labels))
+        click.echo(f"{'t':>12}  " + "  ".join(f"{s:>{width}}" for s in labels))
+        stride = max(1, (len(r.t) - 1) // 10)
+        shown = sorted({*range(0, len(r.t), stride), len(r.t) - 1})
+        driving = r.driving
+        for j in shown:
+            click.echo(f"{r.t[j]:>12.6g}  " + "  ".join(f"{v:>{width}.10g}" for v in driving[j]))
+    if output:
+        click.echo(f"wrote {r.save(output)}")
+
+
+@main.command("equilibrium")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "--method",
+    type=click.Choice(["minimize", "settle"]),
+    default="minimize",
+    show_default=True,
+    help="Minimum potential energy (Haug 1989 §7.5) or damped dynamic settling.",
+)
+@click.option("--t", "t", default=0.0, show_default=True, type=float, help="Time of the forces.")
+@click.option(
+    "--damping", default=1.0, show_default=True, type=float, help="settle: c of −c M q̇ (1/s)."
+)
+@click.option(
+    "--gtol", default=1e-10, show_default=True, type=float, help="minimize: gradient tolerance."
+)
+@click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
+def equilibrium_cmd(
+    model: str,
+    method: str,
+    t: float,
+    damping: float,
+    gtol: float,
+    params: tuple[str, ...],
+    out_dir: str,
+) -> None:
+    """An equilibrium configuration of MODEL near its q0."""
+    from mbdgen.analysis.equilibrium import equilibrium
+    from mbdgen.compiler import compile as compile_model
+
+    module = compile_model(model, out_dir)
+    e = equilibrium(
+        module, method=method, t=t, damping=damping, gtol=gtol, params=_parse_params(params)
+    )
+    how = (
+        f"{e.iterations} BFGS iteration(s), {e.evaluations} gradient evaluations"
+        if method == "minimize"
+        else f"settled in {e.settle_time:.4g} s of damped motion ({e.evaluations} evaluations)"
+    )
+    click.echo(
+        f"{module.MODEL_NAME}: equilibrium by {method}, {how}; ‖dV/dv‖∞ = {e.residual:.2e}, "
+        f"‖Φ‖∞ = {e.phi_norm:.2e}; independent coordinates: {', '.join(e.independent) or '-'}"
+    )
+    width = max(len(name) for name in module.COORDINATE_NAMES)
+    for name, value in zip(module.COORDINATE_NAMES, e.q, strict=True):
+        click.echo(f"{name:<{width}}  {value:>18.12g}")
+    click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in e.lam) + "]")
 
 
 @main.command()
@@ -286,12 +504,33 @@ def methods() -> None:
 @main.command()
 @click.option("--quick", is_flag=True, help="Fewer steps and repeats (a smoke run).")
 @click.option("-o", "--output", default=None, help="Also write the numbers as JSON.")
-def bench(quick: bool, output: str | None) -> None:
-    """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop."""
-    from mbdgen.bench import report, run
+@click.option(
+    "--scale",
+    "scale_sizes",
+    default="8,64,512",
+    show_default=True,
+    help="Planar chain sizes N for the compile-time/module-size table ('' to skip).",
+)
+@click.option("--scale-only", is_flag=True, help="Only the chain compile-time table.")
+def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -> None:
+    """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop,
+    and the cold compile time and module size of planar N-link chains."""
+    from mbdgen.bench import report, run, scale, scale_report
 
-    results = run(quick=quick)
-    click.echo(report(results))
+    try:
+        sizes = [int(s) for s in scale_sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"--scale wants comma-separated integers, not {scale_sizes!r}"
+        ) from None
+    results: dict = {} if scale_only else run(quick=quick)
+    if results:
+        click.echo(report(results))
+    if sizes:
+        rows = scale(sizes)
+        results["scale"] = rows
+        click.echo("")
+        click.echo(scale_report(rows))
     if output:
         import json
 

@@ -73,8 +73,13 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def render(model_path: str | Path) -> str:
-    """Text of the generated module for ``model_path`` (stages 1-3)."""
+def render(model_path: str | Path, *, flat: bool = False) -> str:
+    """Text of the generated module for ``model_path`` (stages 1-3).
+
+    A :class:`~mbdgen.model.elements.Mechanism` takes the element path (kernels per
+    element type, loops over index tables) unless ``flat`` asks for its flattened
+    generalized-coordinate model (the cross-check path).
+    """
     from mbdgen.codegen.emit import render_module
     from mbdgen.errors import ModelError
     from mbdgen.model.core import Model
@@ -89,9 +94,14 @@ def render(model_path: str | Path) -> str:
             f"{model_path.name!r}; name the file {model.name}.py (the generated module "
             "takes the model's name)"
         )
-    if not isinstance(model, Model):
-        model = model.flatten()
-    return render_module(derive(model), model_path.name, source_hash(model_path))
+    if isinstance(model, Model):
+        return render_module(derive(model), model_path.name, source_hash(model_path))
+    if flat:
+        return render_module(derive(model.flatten()), model_path.name, source_hash(model_path))
+    from mbdgen.codegen.elements import render_element_module
+    from mbdgen.symbolic.elements import derive_mechanism
+
+    return render_element_module(derive_mechanism(model), model_path.name, source_hash(model_path))
 
 
 def generate(model_path: str | Path, out_dir: str | Path | None = None) -> tuple[Path, bool]:

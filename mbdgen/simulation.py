@@ -57,6 +57,39 @@ def resolve_model(model: ModuleType | str | Path) -> ModuleType:
     return compile_model(model)
 
 
+#: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
+#: :func:`derived_quantities` on a subsampled result.
+MAX_REACTION_VALUES = 50_000_000
+
+
+def derived_quantities(module: ModuleType, result: Result, p: np.ndarray) -> None:
+    """Fill ``result``'s energy (T, V) and joint reactions from the module's kernels.
+
+    One call of the module's cached ``derived`` entry point over all output rows.
+    :func:`simulate` attaches this to the Result, which runs it on first use of
+    ``energy``/``reactions`` (or on save), so runs that never look pay no JIT for it.
+    """
+    names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+    result.constraint_names = names
+    if not hasattr(module, "derived"):  # a module generated before energy kernels
+        return
+    rows = len(result)
+    n_react = int(getattr(module, "N_REACTIONS", 0))
+    if rows * n_react * 12 > MAX_REACTION_VALUES:
+        n_react = 0
+    energy = np.zeros((rows, 2))
+    reactions = np.zeros((rows, n_react, 12))
+    q = np.ascontiguousarray(result.q)
+    qd = np.ascontiguousarray(result.qd)
+    lam = np.ascontiguousarray(result.lam)
+    t = np.ascontiguousarray(result.t)
+    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), energy, reactions)
+    result._energy = energy
+    if n_react:
+        result._reactions = reactions
+        result.reaction_names = tuple(module.REACTION_NAMES)
+
+
 def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> np.ndarray:
     """The module's default parameters with ``params`` (by name) substituted."""
     p = np.array(module.P_DEFAULT, dtype=np.float64)
@@ -415,6 +448,9 @@ def simulate(
             "message": message,
         },
     )
+    result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+    p_final = np.array(p, dtype=np.float64)
+    result._derive = lambda: derived_quantities(module, result, p_final)
     if interrupted or status != OK:
         raise SimulationError(message, result)
     return result

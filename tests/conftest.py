@@ -93,3 +93,9 @@ def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def element_zoo():
+    """A test mechanism with many element types, compiled by the element path."""
+    return compile_model(TEST_MODELS / "element_zoo.py", TEST_GENERATED)

@@ -55,6 +55,7 @@ BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
     "phi_q_a_q": ("m", "n"),
     "gamma_q": ("m", "n"),
     "gamma_qd": ("m", "n"),
+    "energy": ("2", None),
 }
 
 KERNELS: tuple[Kernel, ...] = (
@@ -76,6 +77,11 @@ KERNELS: tuple[Kernel, ...] = (
     _single("phi_q_a_q", ("t", "q", "a", "p"), "(Φ_q a)_q (Haug et al. 1997, Eq. 29)."),
     _single("gamma_q", ("t", "q", "qd", "p"), "γ_q."),
     _single("gamma_qd", ("t", "q", "qd", "p"), "γ_q̇."),
+    _single(
+        "energy",
+        ("t", "q", "qd", "p"),
+        "Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V).",
+    ),
     Kernel(
         "dynamics",
         ("t", "q", "qd", "p"),
@@ -172,10 +178,46 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         ("p", "ws", "t0", "h", "x", "state", "n_steps", "stride")
         + ("out_t", "out_x", "out_f", "out_aux"),
     ),
+    EntryPoint(
+        "derived",
+        "postprocess.derived",
+        ("energy", "reactions"),
+        ("t", "q", "qd", "lam", "p", "energy_out", "reactions_out"),
+    ),
 )
+
+
+#: Columns of the ``reactions(t, q, lam, p, out)`` kernel's rows: the reaction force and
+#: torque a joint exerts on one of its bodies at the joint point, in the global frame
+#: and in the body frame (Haug 1989, Eqs. 6.6.5-6.6.6 and 11.5.x: F = −CᵀΦ_qᵀλ form).
+REACTION_COLUMNS: tuple[str, ...] = (
+    "Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body",
+    "Tz_body",
+)  # fmt: skip
+
+
+#: Largest n + m for which entry points bind the sizes as compile-time constants.
+#: Constant sizes let LLVM unroll the small dense loops (the slider-crank's 7×7
+#: augmented solve), but beyond this it unrolls an LU of (n+m)³/3 operations and
+#: compile time explodes (minutes for a 24-coordinate chain); larger models read
+#: the sizes from the workspace at run time (every ``ws`` has Q at [1], Φ at [2]).
+UNROLL_LIMIT = 16
+RUNTIME_SIZES = {"N_COORDINATES": "ws[1].shape[0]", "N_CONSTRAINTS": "ws[2].shape[0]"}
+
+
+def entry_points_for(n: int, m: int) -> tuple[EntryPoint, ...]:
+    """:data:`ENTRY_POINTS` with the sizes bound as constants or read at run time."""
+    if n + m <= UNROLL_LIMIT:
+        return ENTRY_POINTS
+    return tuple(
+        EntryPoint(e.name, e.target, tuple(RUNTIME_SIZES.get(b, b) for b in e.bound), e.args)
+        for e in ENTRY_POINTS
+    )
 
 
 def abi_hash() -> str:
     """Digest of the ABI tables above (changes whenever a signature changes)."""
-    text = repr((BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS, ENTRY_POINTS))
+    text = repr(
+        (BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS, ENTRY_POINTS, REACTION_COLUMNS, UNROLL_LIMIT)
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

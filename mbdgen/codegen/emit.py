@@ -10,6 +10,7 @@ mbdgen give byte-identical text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jinja2
@@ -17,7 +18,14 @@ import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
 from mbdgen import __version__
-from mbdgen.codegen.abi import BLOCK_SHAPES, ENTRY_POINTS, KERNELS, SPARSE_BLOCKS, abi_hash
+from mbdgen.codegen.abi import (
+    BLOCK_SHAPES,
+    KERNELS,
+    REACTION_COLUMNS,
+    SPARSE_BLOCKS,
+    abi_hash,
+    entry_points_for,
+)
 from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash
 from mbdgen.errors import CompileError
 from mbdgen.symbolic.derive import SymbolicSystem
@@ -39,6 +47,7 @@ class KernelPrinter(PythonCodePrinter):
 class Statement:
     target: str
     value: str
+    op: str = "="
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,8 @@ class KernelCode:
     zero_fill: tuple[str, ...]
     temporaries: tuple[Statement, ...]
     assignments: tuple[Statement, ...]
+    prologue: tuple[Statement, ...] = ()
+    decorator: str = "@njit(cache=True)"
 
 
 def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
@@ -65,6 +76,18 @@ def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
     return names
 
 
+#: An output of a kernel: (argument, matrix, target(i, j) -> text, operator).
+OutputSpec = tuple[str, sp.Matrix, "Callable[[int, int], str]", str]
+
+
+def _vector_target(arg: str) -> Callable[[int, int], str]:
+    return lambda i, j: f"{arg}[{i}]"
+
+
+def _matrix_target(arg: str) -> Callable[[int, int], str]:
+    return lambda i, j: f"{arg}[{i}, {j}]"
+
+
 def _kernel_code(
     name: str,
     args: tuple[str, ...],
@@ -72,15 +95,33 @@ def _kernel_code(
     outputs: list[tuple[str, sp.Matrix, bool]],
     printer: KernelPrinter,
 ) -> KernelCode:
-    """CSE over all outputs of one kernel, then print.
+    """CSE over all outputs of one kernel, then print (the flat path).
 
     ``outputs`` holds (argument name, matrix, is_vector).  Entries that are
     structurally zero are written by one ``out[...] = 0.0`` fill per output.
     """
-    targets: list[str] = []
+    specs = [
+        (arg, mat, _vector_target(arg) if is_vector else _matrix_target(arg), "=")
+        for arg, mat, is_vector in outputs
+    ]
+    return _generic_kernel(name, args, doc, specs, printer, zero_all=False)
+
+
+def _generic_kernel(
+    name: str,
+    args: tuple[str, ...],
+    doc: str,
+    outputs: list[OutputSpec],
+    printer: KernelPrinter,
+    *,
+    zero_all: bool,
+    prologue: Callable[[set[sp.Symbol]], tuple[Statement, ...]] | None = None,
+) -> KernelCode:
+    """CSE over all outputs, then print; ``zero_all`` fills no output (callers do)."""
+    targets: list[tuple[str, str]] = []
     exprs: list[sp.Expr] = []
     zero_fill: list[str] = []
-    for arg, mat, is_vector in outputs:
+    for arg, mat, target, op in outputs:
         nonzero = 0
         for i in range(mat.rows):
             for j in range(mat.cols):
@@ -88,19 +129,24 @@ def _kernel_code(
                 if e == 0:
                     continue
                 nonzero += 1
-                targets.append(f"{arg}[{i}]" if is_vector else f"{arg}[{i}, {j}]")
+                targets.append((target(i, j), op))
                 exprs.append(e)
-        if nonzero < mat.rows * mat.cols:
+        if not zero_all and nonzero < mat.rows * mat.cols:
             zero_fill.append(arg)
     replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_c"), order="canonical")
+    used: set[sp.Symbol] = set()
+    for e in exprs:
+        used |= e.free_symbols
     try:
         temporaries = tuple(Statement(str(s), printer.doprint(e)) for s, e in replacements)
         assignments = tuple(
-            Statement(tgt, printer.doprint(e)) for tgt, e in zip(targets, reduced, strict=True)
+            Statement(tgt, printer.doprint(e), op)
+            for (tgt, op), e in zip(targets, reduced, strict=True)
         )
     except Exception as exc:  # PrintMethodNotImplementedError and friends
         raise CompileError(f"kernel {name!r}: cannot generate code: {exc}") from None
-    return KernelCode(name, args, doc, tuple(zero_fill), temporaries, assignments)
+    pro = prologue(used) if prologue is not None else ()
+    return KernelCode(name, args, doc, tuple(zero_fill), temporaries, assignments, pro)
 
 
 def _environment() -> jinja2.Environment:
@@ -114,8 +160,7 @@ def _environment() -> jinja2.Environment:
     )
 
 
-#: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
-TEMPLATE_KEYS = frozenset(
+_BASE_KEYS = frozenset(
     {
         "version",
         "source_file",
@@ -126,21 +171,56 @@ TEMPLATE_KEYS = frozenset(
         "description",
         "n",
         "m",
-        "coordinates",
-        "velocities",
-        "parameters",
-        "p_default",
-        "q0",
-        "qd0",
-        "kernels",
-        "sparse",
-        "entry_points",
+        "reaction_columns",
     }
 )
+#: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
+TEMPLATE_KEYS = _BASE_KEYS | {
+    "coordinates",
+    "velocities",
+    "parameters",
+    "p_default",
+    "q0",
+    "qd0",
+    "constraint_names",
+    "kernels",
+    "sparse",
+    "entry_points",
+}
+#: Context keys ``elements.py.j2`` declares.
+ELEMENT_TEMPLATE_KEYS = _BASE_KEYS | {
+    "types",
+    "data_lines",
+    "data_size",
+    "n_parameters",
+    "n_bodies",
+    "n_reactions",
+    "element_kernels",
+    "kernels",
+    "sparse_names",
+    "entry_points",
+}
+
+
+def _base_context(
+    model_name: str, description: str, n: int, m: int, source_file: str, source_hash: str
+) -> dict:
+    return {
+        "version": __version__,
+        "source_file": source_file,
+        "source_hash": source_hash,
+        "compiler_hash": compiler_hash(),
+        "abi_hash": abi_hash(),
+        "model": model_name,
+        "description": repr(description),
+        "n": n,
+        "m": m,
+        "reaction_columns": REACTION_COLUMNS,
+    }
 
 
 def render_module(system: SymbolicSystem, source_file: str, source_hash: str) -> str:
-    """Source text of the generated module for ``system``."""
+    """Source text of the generated module for ``system`` (the flat path)."""
     model = system.model
     printer = KernelPrinter(_symbol_names(system))
     kernels: list[KernelCode] = []
@@ -179,25 +259,22 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
                 "cols": [j for _, j in pattern],
             }
         )
-    context = {
-        "version": __version__,
-        "source_file": source_file,
-        "source_hash": source_hash,
-        "compiler_hash": compiler_hash(),
-        "abi_hash": abi_hash(),
-        "model": model.name,
-        "description": repr(model.description),
-        "n": model.n,
-        "m": model.m,
-        "coordinates": [c.name for c in model.coordinates],
-        "velocities": [v.name for v in model.velocities],  # type: ignore[union-attr]
-        "parameters": [s.name for s in model.parameter_symbols],
-        "p_default": [repr(float(v)) for v in model.parameters.values()],
-        "q0": [repr(float(v)) for v in model.q0],
-        "qd0": [repr(float(v)) for v in model.qd0],  # type: ignore[union-attr]
-        "kernels": kernels,
-        "sparse": sparse,
-        "entry_points": ENTRY_POINTS,
-    }
+    context = _base_context(
+        model.name, model.description, model.n, model.m, source_file, source_hash
+    )
+    context.update(
+        {
+            "coordinates": [c.name for c in model.coordinates],
+            "velocities": [v.name for v in model.velocities],  # type: ignore[union-attr]
+            "parameters": [s.name for s in model.parameter_symbols],
+            "p_default": [repr(float(v)) for v in model.parameters.values()],
+            "q0": [repr(float(v)) for v in model.q0],
+            "qd0": [repr(float(v)) for v in model.qd0],  # type: ignore[union-attr]
+            "constraint_names": list(model.constraint_names),  # type: ignore[arg-type]
+            "kernels": kernels,
+            "sparse": sparse,
+            "entry_points": entry_points_for(model.n, model.m),
+        }
+    )
     assert set(context) == TEMPLATE_KEYS, set(context) ^ TEMPLATE_KEYS
     return _environment().get_template("module.py.j2").render(**context)

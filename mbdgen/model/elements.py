@@ -272,6 +272,9 @@ class Mechanism:
         Where the mechanism comes from.
     """
 
+    def __repr__(self) -> str:
+        return f"Mechanism({self.name!r}, {len(self.bodies)} bodies, {len(self.elements)} elements)"
+
     def __init__(
         self,
         name: str,
@@ -468,6 +471,9 @@ class ElementType:
     local_mass: sp.Matrix
     local_force: sp.Matrix
     slot_q: tuple[sp.Matrix, ...]
+
+    def __repr__(self) -> str:
+        return f"ElementType({self.name!r}, {self.role})"
 
     def substitution(self, mech: Mechanism, e: Element) -> dict[sp.Symbol, sp.Symbol]:
         """Local symbol → global symbol for instance ``e`` of this type."""

@@ -13,6 +13,26 @@ last routine in the chain, e.g. a non-inlined ``index1_rhs``).
 """
 
 from mbdgen import _numba_cache  # noqa: F401  (must precede any @njit(cache=True))
-from mbdgen.runtime import adaptive, explicit, index1, linalg, partition, status, welch
+from mbdgen.runtime import (
+    adaptive,
+    explicit,
+    index1,
+    linalg,
+    partition,
+    postprocess,
+    status,
+    tables,
+    welch,
+)
 
-__all__ = ["adaptive", "explicit", "index1", "linalg", "partition", "status", "welch"]
+__all__ = [
+    "adaptive",
+    "explicit",
+    "index1",
+    "linalg",
+    "partition",
+    "postprocess",
+    "status",
+    "tables",
+    "welch",
+]

@@ -7,6 +7,7 @@ differentiates numerically (DESIGN rule 2):
 * γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt                       (Haug 1989, Eq. 6.3.18 / 7.3.6)
 * the Jacobian blocks of the implicit integrators: (M a)_q, (Φ_qᵀλ)_q, Q_q, Q_q̇,
   (Φ_q a)_q, γ_q, γ_q̇               (Negrut et al. 2007, Eq. 12; Haug et al. 1997, Eq. 29)
+* the kinetic and potential energy [T, V]                 (Haug 1989, Eq. 7.5.13)
 
 each with its sparsity pattern (the structurally non-zero entries).
 """
@@ -50,6 +51,9 @@ class SymbolicSystem:
     blocks: dict[str, sp.Matrix]
     patterns: dict[str, tuple[tuple[int, int], ...]]
 
+    def __repr__(self) -> str:  # the matrices can be huge: keep tracebacks readable
+        return f"SymbolicSystem({self.model.name!r}, n={self.n}, m={self.m})"
+
     @property
     def n(self) -> int:
         return self.q.rows
@@ -59,22 +63,22 @@ class SymbolicSystem:
         return self.lam.rows
 
 
-def derive(model: Model) -> SymbolicSystem:
-    """Derive every kernel expression of ``model`` (no numerics, no simplification).
+def derive_blocks(
+    q: sp.Matrix,
+    qd: sp.Matrix,
+    a: sp.Matrix,
+    lam: sp.Matrix,
+    M: sp.Matrix,
+    Q: sp.Matrix,
+    phi: sp.Matrix,
+    energy: sp.Matrix,
+) -> dict[str, sp.Matrix]:
+    """Every ABI block from M, Q, Φ and the energies [T, V], over the symbols given.
 
-    Only structural zeros are detected (``expr == 0`` after differentiation); no
-    ``simplify`` is called, so the cost is that of differentiation and stays
-    predictable for large models.
+    Shared by the flat path (global symbols) and the element path (one element
+    type's local symbols): the same differentiation, so both give the same numbers.
     """
-    n, m = model.n, model.m
-    q = sp.Matrix(model.coordinates)
-    qd = sp.Matrix(model.velocities)
-    a = sp.Matrix([sp.Symbol(f"_a_{i}") for i in range(n)])
-    lam = sp.Matrix([sp.Symbol(f"_lam_{i}") for i in range(m)])
-    M: sp.Matrix = model.mass  # type: ignore[assignment]
-    Q: sp.Matrix = model.force  # type: ignore[assignment]
-    phi: sp.Matrix = model.constraints  # type: ignore[assignment]
-
+    n, m = q.rows, phi.rows
     phi_q = _jac(phi, q)
     phi_t = phi.diff(t) if m else sp.zeros(0, 1)
     nu = -phi_t
@@ -85,7 +89,7 @@ def derive(model: Model) -> SymbolicSystem:
         gamma = -_jac(phi_q_qd, q) * qd - 2 * phi_qt * qd - phi_t.diff(t)
     else:
         gamma = sp.zeros(0, 1)
-    blocks = {
+    return {
         "phi": phi,
         "phi_q": phi_q,
         "phi_t": phi_t,
@@ -100,7 +104,33 @@ def derive(model: Model) -> SymbolicSystem:
         "phi_q_a_q": _jac(phi_q * a, q),
         "gamma_q": _jac(gamma, q),
         "gamma_qd": _jac(gamma, qd),
+        "energy": energy,
     }
+
+
+def derive(model: Model) -> SymbolicSystem:
+    """Derive every kernel expression of ``model`` (no numerics, no simplification).
+
+    Only structural zeros are detected (``expr == 0`` after differentiation); no
+    ``simplify`` is called, so the cost is that of differentiation and stays
+    predictable for large models.
+    """
+    n, m = model.n, model.m
+    q = sp.Matrix(model.coordinates)
+    qd = sp.Matrix(model.velocities)
+    a = sp.Matrix([sp.Symbol(f"_a_{i}") for i in range(n)])
+    lam = sp.Matrix([sp.Symbol(f"_lam_{i}") for i in range(m)])
+    energy = sp.Matrix([model.kinetic, model.potential])
+    blocks = derive_blocks(
+        q,
+        qd,
+        a,
+        lam,
+        model.mass,
+        model.force,
+        model.constraints,
+        energy,  # type: ignore[arg-type]
+    )
     patterns = {name: _pattern(mat) for name, mat in blocks.items()}
     return SymbolicSystem(
         model=model,

@@ -1,0 +1,244 @@
+"""The element path: each element *type* derived once, instances as index tables.
+
+For a :class:`~mbdgen.model.elements.Mechanism`, every distinct element type gets the
+blocks of :func:`~mbdgen.symbolic.derive.derive_blocks` over its local symbols (its
+bodies' coordinates, its parameters, its own multipliers), plus its joint reactions.
+The instances of a type become integer tables:
+
+* ``iq[k, j]``: global index of local coordinate j of instance k;
+* ``ip[k, j]``: index in the parameter vector of local parameter j;
+* ``ir[k]``: first global constraint row of instance k;
+* ``rr[k]``: first reaction row of instance k;
+* ``pos[block][k, e]``: position of the e-th local non-zero of ``block`` in the global
+  sparse pattern (the union over instances, sorted row-major like the flat path's).
+
+Symbolic work is per type; per instance it is integer bookkeeping only, so a chain of
+512 links costs what a chain of 8 does (DESIGN "Scale: element kernels").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from mbdgen.codegen.abi import BLOCK_SHAPES, SPARSE_BLOCKS
+from mbdgen.model.elements import (
+    SLOT_SIZES,
+    Body,
+    Element,
+    ElementType,
+    Mechanism,
+    element_type,
+)
+from mbdgen.symbolic.derive import _pattern, derive_blocks
+
+
+@dataclass(frozen=True)
+class TypeSystem:
+    """One element type: its local blocks and the tables of its instances."""
+
+    index: int
+    etype: ElementType
+    q: sp.Matrix
+    qd: sp.Matrix
+    a: sp.Matrix
+    lam: sp.Matrix
+    p: tuple[sp.Symbol, ...]
+    blocks: dict[str, sp.Matrix]
+    patterns: dict[str, tuple[tuple[int, int], ...]]
+    reactions: sp.Matrix
+    instances: tuple[Element, ...]
+    iq: np.ndarray
+    ip: np.ndarray
+    ir: np.ndarray
+    rr: np.ndarray
+    pos: dict[str, np.ndarray]
+
+    @property
+    def name(self) -> str:
+        return self.etype.name
+
+    def __repr__(self) -> str:
+        return f"TypeSystem({self.name!r}, {len(self.instances)} instances)"
+
+
+@dataclass(frozen=True)
+class ElementSystem:
+    """A mechanism derived element type by element type."""
+
+    mechanism: Mechanism
+    types: tuple[TypeSystem, ...]
+    patterns: dict[str, tuple[tuple[int, int], ...]]
+    reaction_names: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        return f"ElementSystem({self.mechanism.name!r}, {len(self.types)} types)"
+
+    @property
+    def n(self) -> int:
+        return self.mechanism.n
+
+    @property
+    def m(self) -> int:
+        return self.mechanism.m
+
+
+def _reactions(et: ElementType, phi_q: sp.Matrix, lam: sp.Matrix) -> sp.Matrix:
+    """Reaction rows (one per moving body of a joint or driver), 12 columns.
+
+    The generalized reaction on the body's coordinates is −Φ_{q_i}ᵀλ (Haug 1989,
+    Eq. 6.6.2); its translational part is the force F and its rotational part a torque
+    about the body origin, carried to the joint point P: T_P = T_O − s^P × F with
+    s^P = A s'^P (planar: Haug 1989, Eq. 6.6.6; spatial: n' = ½ G Q_p, Eq. 11.6.x).
+    """
+    from mbdgen.model import planar, spatial
+
+    if et.role not in ("joint", "driver") or lam.rows == 0:
+        return sp.zeros(0, 12)
+    generalized = -phi_q.T * lam
+    points = et.contribution.points
+    rows = []
+    off = 0
+    for s, (slot, ground) in enumerate(zip(et.slots, et.ground, strict=True)):
+        if ground:
+            continue
+        size = SLOT_SIZES[slot]
+        gen = generalized[off : off + size, 0]
+        q = et.slot_q[s]
+        off += size
+        point = points[s] if points is not None else None
+        if slot == "planar":
+            sp_local = sp.Matrix(point) if point is not None else sp.zeros(2, 1)
+            rot = planar.A(q[2])
+            F = sp.Matrix(gen[0:2])
+            s_glob = rot * sp_local
+            torque = gen[2] - (s_glob[0] * F[1] - s_glob[1] * F[0])
+            Fb = rot.T * F
+            rows.append([F[0], F[1], 0, 0, 0, torque, Fb[0], Fb[1], 0, 0, 0, torque])
+        else:
+            sp_local = sp.Matrix(point) if point is not None else sp.zeros(3, 1)
+            p = sp.Matrix(q[3:7])
+            rot = spatial.A(p)
+            F = sp.Matrix(gen[0:3])
+            Fb = rot.T * F
+            n_body = spatial.G(p) * sp.Matrix(gen[3:7]) / 2
+            Tb = n_body - spatial.tilde(sp_local) * Fb
+            T = rot * Tb
+            rows.append([*F, *T, *Fb, *Tb])
+    return sp.Matrix(rows) if rows else sp.zeros(0, 12)
+
+
+def _type_blocks(
+    et: ElementType,
+) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix, dict[str, sp.Matrix], sp.Matrix]:
+    nq = len(et.q)
+    c = et.contribution
+    q = sp.Matrix(et.q) if nq else sp.zeros(0, 1)
+    qd = sp.Matrix(et.qd) if nq else sp.zeros(0, 1)
+    a = sp.Matrix([sp.Symbol(f"_a{i}") for i in range(nq)]) if nq else sp.zeros(0, 1)
+    phi = sp.Matrix(list(c.phi)) if c.phi else sp.zeros(0, 1)
+    lam = (
+        sp.Matrix([sp.Symbol(f"_lam{i}") for i in range(phi.rows)]) if phi.rows else sp.zeros(0, 1)
+    )
+    energy = sp.Matrix([c.kinetic, c.potential])
+    blocks = derive_blocks(q, qd, a, lam, et.local_mass, et.local_force, phi, energy)
+    reactions = _reactions(et, blocks["phi_q"], lam)
+    return q, qd, a, lam, blocks, reactions
+
+
+def _global_entries(block: str, pattern, iq: np.ndarray, ir: np.ndarray) -> np.ndarray:
+    """Global (row, col) of each local pattern entry, for every instance: (count, nnz, 2)."""
+    rows_kind, _ = BLOCK_SHAPES[block]
+    loc = np.array(pattern, dtype=np.int64).reshape(-1, 2)
+    if rows_kind == "m":
+        grow = ir[:, None] + loc[None, :, 0]
+    else:
+        grow = iq[:, loc[:, 0]]
+    gcol = iq[:, loc[:, 1]]
+    return np.stack([grow, gcol], axis=-1)
+
+
+def derive_mechanism(mech: Mechanism) -> ElementSystem:
+    """Derive each element type of ``mech`` once and tabulate its instances."""
+    param_index = {s: i for i, s in enumerate(mech.parameter_symbols)}
+    groups: dict[tuple, list[tuple[Element, int]]] = {}
+    for e, row, _ in mech.element_rows():
+        groups.setdefault(e.type_key, []).append((e, row))
+    types: list[TypeSystem] = []
+    reaction_names: list[str] = []
+    raw = []
+    for index, members in enumerate(groups.values()):
+        et = element_type(members[0][0])
+        q, qd, a, lam, blocks, reactions = _type_blocks(et)
+        nq = len(et.q)
+        iq = np.array([mech.local_indices(e) for e, _ in members], dtype=np.int64).reshape(
+            len(members), nq
+        )
+        ip = np.array(
+            [[param_index[s] for _, s in e.params] for e, _ in members], dtype=np.int64
+        ).reshape(len(members), len(et.p))
+        ir = np.array([row for _, row in members], dtype=np.int64)
+        n_react = reactions.rows
+        rr = np.arange(len(members), dtype=np.int64) * n_react + len(reaction_names)
+        for e, _ in members:
+            moving = [b for b in e.bodies if isinstance(b, Body)]
+            reaction_names.extend(f"{e.name}.{b.name}" for b in moving[:n_react])
+        patterns = {name: _pattern(mat) for name, mat in blocks.items()}
+        raw.append((index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr))
+
+    global_patterns: dict[str, tuple[tuple[int, int], ...]] = {}
+    entries: dict[str, list[np.ndarray]] = {}
+    for block in SPARSE_BLOCKS:
+        parts = [
+            _global_entries(block, r[7][block], r[10], r[12]).reshape(-1, 2)
+            for r in raw
+            if r[7][block]
+        ]
+        allrc = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+        uniq = np.unique(allrc, axis=0) if allrc.size else allrc
+        global_patterns[block] = tuple((int(i), int(j)) for i, j in uniq)
+        entries[block] = [uniq]
+    for block in BLOCK_SHAPES:
+        if block not in global_patterns:
+            global_patterns[block] = ()
+
+    for index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr in raw:
+        pos: dict[str, np.ndarray] = {}
+        for block in SPARSE_BLOCKS:
+            uniq = entries[block][0]
+            local = patterns[block]
+            if not local:
+                continue
+            ge = _global_entries(block, local, iq, ir)
+            ncols = max(int(uniq[:, 1].max()) + 1, 1) if uniq.size else 1
+            keys = uniq[:, 0] * ncols + uniq[:, 1]
+            want = ge[..., 0] * ncols + ge[..., 1]
+            pos[block] = np.searchsorted(keys, want).astype(np.int64)
+        types.append(
+            TypeSystem(
+                index=index,
+                etype=et,
+                q=q,
+                qd=qd,
+                a=a,
+                lam=lam,
+                p=et.p,
+                blocks=blocks,
+                patterns=patterns,
+                reactions=reactions,
+                instances=tuple(e for e, _ in members),
+                iq=iq,
+                ip=ip,
+                ir=ir,
+                rr=rr,
+                pos=pos,
+            )
+        )
+    return ElementSystem(
+        mechanism=mech,
+        types=tuple(types),
+        patterns=global_patterns,
+        reaction_names=tuple(reaction_names),
+    )
