@@ -28,7 +28,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
-COMPILER_HASH = "3d840e3d5f26019c"
+COMPILER_HASH = "86d76f7bf532604a"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "andrews"

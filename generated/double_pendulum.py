@@ -25,7 +25,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "3d840e3d5f26019c"
+COMPILER_HASH = "86d76f7bf532604a"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "double_pendulum"

@@ -23,7 +23,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "3d840e3d5f26019c"
+COMPILER_HASH = "86d76f7bf532604a"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "pendulum"

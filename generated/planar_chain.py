@@ -27,7 +27,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
-COMPILER_HASH = "3d840e3d5f26019c"
+COMPILER_HASH = "86d76f7bf532604a"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "planar_chain"

@@ -28,7 +28,7 @@ from mbdgen import runtime as rt
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "3d840e3d5f26019c"
+COMPILER_HASH = "86d76f7bf532604a"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "welch_pendulum3d"

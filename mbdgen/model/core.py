@@ -48,6 +48,18 @@ def check_identifier(name: str, what: str) -> str:
     return name
 
 
+def check_symbol_names(groups: Iterable[tuple[str, Iterable[sp.Symbol]]]) -> None:
+    """Every symbol name is a safe identifier and used once across all ``groups``
+    of (what, symbols), e.g. coordinates, velocities and parameters."""
+    seen: dict[str, str] = {}
+    for what, symbols in groups:
+        for s in symbols:
+            check_identifier(s.name, what)
+            if s.name in seen:
+                raise ModelError(f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}")
+            seen[s.name] = what
+
+
 def speeds(coordinates: Iterable[sp.Symbol]) -> list[sp.Symbol]:
     """The velocity symbols q̇ that belong to ``coordinates`` (``theta`` → ``theta_d``).
 
@@ -220,20 +232,13 @@ class Model:
 
     # -- checks -------------------------------------------------------------
     def _check_names(self) -> None:
-        seen: dict[str, str] = {}
-        groups = (
-            ("coordinate", self.coordinates),
-            ("velocity", self.velocities),
-            ("parameter", self.parameters),
+        check_symbol_names(
+            (
+                ("coordinate", self.coordinates),
+                ("velocity", self.velocities),
+                ("parameter", self.parameters),
+            )
         )
-        for what, symbols in groups:
-            for s in symbols:
-                check_identifier(s.name, what)
-                if s.name in seen:
-                    raise ModelError(
-                        f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}"
-                    )
-                seen[s.name] = what
 
     @staticmethod
     def _check_free(expr: sp.Matrix, allowed: set, what: str, where: str) -> None:

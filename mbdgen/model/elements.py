@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from mbdgen.errors import ModelError
-from mbdgen.model.core import Model, check_identifier, t
+from mbdgen.model.core import Model, check_identifier, check_symbol_names, t
 
 #: Coordinates per body slot kind and the ground's constant coordinates in that kind.
 SLOT_SIZES = {"planar": 3, "spatial": 7}
@@ -354,15 +354,7 @@ class Mechanism:
                     )
         coords = [c for b in self.bodies for c in b.coordinates]
         vels = [c for b in self.bodies for c in b.velocities]
-        seen: dict[str, str] = {}
-        for what, symbols in (("coordinate", coords), ("velocity", vels), ("parameter", defaults)):
-            for s in symbols:
-                check_identifier(s.name, what)
-                if s.name in seen:
-                    raise ModelError(
-                        f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}"
-                    )
-                seen[s.name] = what
+        check_symbol_names((("coordinate", coords), ("velocity", vels), ("parameter", defaults)))
         self.coordinates = tuple(coords)
         self.velocities = tuple(vels)
         self.parameters = defaults
