@@ -10,7 +10,6 @@ planar slider-crank against the generalized-coordinate one, and Andrews' mechani
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -410,15 +409,16 @@ def test_gravity_dispatch_and_spatial_bodies():
         forces.tsda("s", bi, (0, 0), sb, (0, 0, 0))
 
 
-def test_chain_of_512_links_builds_fast():
-    t0 = time.perf_counter()
+def test_chain_of_512_links_shares_four_element_types():
+    """512 links, four element types (body, two revolute variants, gravity) and nine
+    parameters: symbolic work does not grow with N (build time and compile time are
+    measured by `mbdgen bench --scale`, not asserted in a unit test)."""
     bodies, elements = planar.chain(512)
     mech = Mechanism("chain", bodies, elements)
-    elapsed = time.perf_counter() - t0
     assert (mech.n, mech.m) == (1536, 1024)
     assert len({element_type(e).name for e in mech.elements}) == 4  # body, 2 revolutes, gravity
+    assert len({e.type_key for e in mech.elements}) == 4
     assert len(mech.parameters) == 9
-    assert elapsed < 1.0, elapsed
 
 
 def test_example_models_are_consistent_at_their_initial_state():
