@@ -18,10 +18,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "ae0556acc538f24724b4d18fa0611f51645eef32c6e9dcce4cee9e3488019649"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "circle"

@@ -22,10 +22,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "double_pendulum"

@@ -24,10 +24,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "slider_crank"

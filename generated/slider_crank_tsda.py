@@ -25,10 +25,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "slider_crank_tsda"

@@ -26,10 +26,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "spatial_slider_crank"

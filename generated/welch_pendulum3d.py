@@ -25,10 +25,12 @@ from numba import njit
 
 from mbdgen import runtime as rt
 
+rt.canonical_name(globals())  # one name for Numba's cache, however the module is imported
+
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "86d76f7bf532604a"
+COMPILER_HASH = "ccc82858ddc1edef"
 ABI_HASH = "bbcd91c0b606806f"
 
 MODEL_NAME = "welch_pendulum3d"

@@ -113,7 +113,9 @@ def generate(model_path: str | Path, out_dir: str | Path | None = None) -> tuple
 def import_generated(module_path: str | Path) -> ModuleType:
     """Import a generated module from its file (cached per path and content stamp)."""
     module_path = Path(module_path).resolve()
-    name = f"mbdgen_generated_{module_path.stem}"
+    from mbdgen.runtime import module_name
+
+    name = module_name(str(module_path))
     stamp = read_stamp(module_path)
     old = sys.modules.get(name)
     if (

@@ -301,7 +301,7 @@ def simulate(
     if spec.family == "welch":
         entry = getattr(module, spec.entry)
         state[welch.S_ORDER] = order
-        ws = welch.workspace(n, m)
+        ws = welch.workspace(n, m, *welch.euler_parameter_layout(module))
 
         def advance(todo: int) -> int:
             return entry(p, ws, t0, h, x, state, todo, *outputs)

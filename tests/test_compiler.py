@@ -94,6 +94,36 @@ def test_second_process_reuses_numba_cache_and_recompiles_after_a_change(tmp_pat
     assert third["q"] != first["q"]
 
 
+_PLAIN_IMPORT = """
+import json, sys
+sys.path.insert(0, {out!r})
+import pendulum
+import mbdgen
+r = mbdgen.simulate(pendulum, h=0.01, t_end=0.5)
+print(json.dumps({{"q": r.q[-1].tolist(), "name": pendulum.abm_chunk.py_func.__module__,
+                  "hits": sum(pendulum.abm_chunk.stats.cache_hits.values())}}))
+"""
+
+
+@pytest.mark.slow
+def test_plain_import_and_compile_share_the_numba_cache(tmp_path):
+    """A generated module runs under one canonical name however it is imported, so
+    machine code cached by ``import pendulum`` loads in a process that uses
+    ``mbdgen.compile`` (it used to fail there with ModuleNotFoundError), and back."""
+    model = _copy_model(tmp_path)
+    out = tmp_path / "gen"
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    compile_model(model, out)
+    plain = json.loads(run_python(_PLAIN_IMPORT.format(out=str(out)), env=env).splitlines()[-1])
+    assert plain["name"] == "mbdgen_generated_pendulum"
+    via_compile = run_python(_RUN.format(model=str(model), out=str(out)), env=env)
+    loaded = json.loads(via_compile.splitlines()[-1])
+    assert (loaded["hits"], loaded["misses"]) == (1, 0)
+    assert loaded["q"] == plain["q"]
+    again = json.loads(run_python(_PLAIN_IMPORT.format(out=str(out)), env=env).splitlines()[-1])
+    assert again["hits"] == 1
+
+
 @pytest.mark.slow
 def test_no_jit_mode_runs_end_to_end(tmp_path):
     """NUMBA_DISABLE_JIT=1: the same code runs as plain Python (readable tracebacks)."""
