@@ -220,7 +220,8 @@ def simulate(
     newton_tol : ‖Φ‖∞ to which GCP solves for the dependent coordinates.
     pivot_ratio : GCP re-partitions when Φ_u's conditioning (its smallest LU pivot over
         the largest entry of Φ_q) falls below this fraction of its value when the
-        partition was chosen.
+        partition was chosen; the hybrid algorithm reverts to pure GCP while the
+        quality of its full-pivoting partition is below this fraction of its value at t0.
 
     Raises
     ------
@@ -426,6 +427,8 @@ def simulate(
             "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,
             "repartitions": len(repartitions),
+            # hybrid: output rows whose evaluation ran as pure GCP (near-singular Φ_q)
+            "pure_gcp_rows": int(out_aux[:k, -1].sum()) if constraints == "hybrid" else 0,
             "setup_time_s": stepping - started,
             "wall_time_s": wall,
         },

@@ -20,10 +20,12 @@ pivoting (Haug 1989 §4.4, Eq. 4.4.8; :func:`choose_partition`).
 
 The hybrid algorithm integrates all coordinates with Baumgarte stabilization
 (Eq. 7.3.8) and, whenever an evaluated state violates ‖Φ‖∞ > ``ctrl[3]``, corrects
-u and u̇ as GCP does (:func:`hybrid_rhs`).  Since it integrates all coordinates, a
-new partition costs it no restart: each correction first chooses u by full
-pivoting at the current state (:func:`_choose_dependent`).  Haug applies the correction to the
-accepted state of a step; here it is applied to every state the integrator
+u and u̇ as GCP does (:func:`hybrid_rhs`); near a singular configuration it
+reverts to pure GCP (correction at every evaluation, no stabilization terms).
+Since it integrates all coordinates, a new partition costs it no restart: every
+evaluation chooses u by full pivoting at the current state
+(:func:`_choose_dependent`), which also measures the conditioning.  Haug applies
+the correction to the accepted state of a step; here it is applied to every state the integrator
 evaluates, which includes the accepted one (the accept evaluation works in place on
 the state the loop then keeps), and leaves the low-order predicted states of a
 PECE step slightly better.
@@ -96,22 +98,29 @@ def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> 
 
 
 def n_aux(n: int, m: int) -> int:
-    """``aux`` record: λ (m), ‖Φ‖₂, ‖Φ̇‖₂, q (n), q̇ (n), q̈ (n), pivot ratio, Newton its.
+    """``aux`` record: λ (m), ‖Φ‖₂, ‖Φ̇‖₂, q (n), q̇ (n), q̈ (n), pivot ratio, Newton
+    iterations, and (hybrid) 1.0 where the evaluation ran as pure GCP.
 
-    The pivot ratio is min|pivot of Φ_u| / max|Φ_q| (1 where no correction ran).
+    The pivot ratio is min|pivot of Φ_u| / max|Φ_q| for GCP (1 where no correction
+    ran); for the hybrid algorithm the quality of the full-pivoting partition, the
+    smallest pivot over max|Φ_q|, which it computes at every evaluation.
     """
-    return m + 2 + 3 * n + 2
+    return m + 2 + 3 * n + 3
 
 
 @njit(cache=True, inline="always")
 def _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
     """:func:`choose_partition` in jitted code, into ``dep`` and ``ind`` (sorted).
 
-    Returns False if Φ_q is rank deficient.
+    Returns the quality of the choice, the smallest pivot over the largest entry of
+    Φ_q (0.0 if Φ_q is rank deficient).
     """
+    scale = 0.0
     for i in range(m):
         for j in range(n):
             Wq[i, j] = phi_q[i, j]
+            scale = max(scale, abs(phi_q[i, j]))
+    lo = math.inf
     for j in range(n):
         perm[j] = j
     for k in range(m):
@@ -121,7 +130,8 @@ def _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
                 if abs(Wq[i, j]) > best:
                     bi, bj, best = i, j, abs(Wq[i, j])
         if best == 0.0:
-            return False
+            return 0.0
+        lo = min(lo, best)
         for j in range(n):
             Wq[k, j], Wq[bi, j] = Wq[bi, j], Wq[k, j]
         for i in range(m):
@@ -145,7 +155,9 @@ def _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
         else:
             ind[kv] = j
             kv += 1
-    return True
+    if m == 0:
+        return 1.0
+    return lo / scale
 
 
 @njit(cache=True, inline="always")
@@ -274,7 +286,16 @@ def gcp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
 @njit(cache=True, inline="always")
 def hybrid_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     """Baumgarte-stabilized f = [q̇; q̈] for x = [q; q̇], with a GCP correction of x
-    in place when ‖Φ‖∞ exceeds ``ctrl[C_NEWTON_TOL]`` (Haug 1989 §7.3.5)."""
+    in place when ‖Φ‖∞ exceeds ``ctrl[C_NEWTON_TOL]`` (Haug 1989 §7.3.5, step 5).
+
+    Near a kinematically singular configuration "the algorithm reverts to pure
+    generalized coordinate partitioning" (§7.3.5): when the quality of the
+    full-pivoting partition (smallest pivot over max|Φ_q|) falls below
+    ``ctrl[C_PIVOT_RATIO]`` the state is corrected whatever ‖Φ‖ is and Eq. 7.2.1 is
+    solved without the stabilization terms of Eq. 7.3.8, whose "additional terms
+    ... often lead to divergence" there (§7.3.4).  It returns to Baumgarte as soon as
+    the quality recovers.
+    """
     mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, Wq, perm = ws
     for i in range(n):
         q[i] = x[i]
@@ -283,18 +304,22 @@ def hybrid_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     worst = 0.0
     for i in range(m):
         worst = max(worst, abs(phi[i]))
+    quality = _choose_dependent(n, m, phi_q, Wq, perm, dep, ind)
+    if quality == 0.0:
+        return SINGULAR
+    pure_gcp = quality < ctrl[C_PIVOT_RATIO]
     iters = 0
-    ratio = 1.0
-    if worst > ctrl[C_NEWTON_TOL]:
-        if not _choose_dependent(n, m, phi_q, Wq, perm, dep, ind):
-            return SINGULAR
-        status, iters, ratio = _correct(kern, n, m, t, p, ctrl, ws)
+    if worst > ctrl[C_NEWTON_TOL] or pure_gcp:
+        status, iters, _ = _correct(kern, n, m, t, p, ctrl, ws)
         if status != OK:
             return status
         for i in range(n):
             x[i] = q[i]
             x[n + i] = qd[i]
-    status = _finish(n, m, ctrl[0], ctrl[1] * ctrl[1], ws, aux, iters, ratio)
+    alpha = 0.0 if pure_gcp else ctrl[0]
+    beta = 0.0 if pure_gcp else ctrl[1]
+    status = _finish(n, m, alpha, beta * beta, ws, aux, iters, quality)
+    aux[m + 2 + 3 * n + 2] = 1.0 if pure_gcp else 0.0
     for i in range(n):
         f[i] = qd[i]
         f[n + i] = b[i]
