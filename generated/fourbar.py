@@ -29,8 +29,8 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "ccc82858ddc1edef"
-ABI_HASH = "bbcd91c0b606806f"
+COMPILER_HASH = "e158d9f8acce3dbf"
+ABI_HASH = "9ed5aa6fea856f83"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = 'crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)'
@@ -1229,6 +1229,18 @@ def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, 
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

@@ -29,8 +29,8 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
-COMPILER_HASH = "ccc82858ddc1edef"
-ABI_HASH = "bbcd91c0b606806f"
+COMPILER_HASH = "e158d9f8acce3dbf"
+ABI_HASH = "9ed5aa6fea856f83"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = 'planar 8-link pendulum chain (revolute joints, gravity)'
@@ -1180,6 +1180,18 @@ def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, 
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

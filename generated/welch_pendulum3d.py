@@ -30,8 +30,8 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "ccc82858ddc1edef"
-ABI_HASH = "bbcd91c0b606806f"
+COMPILER_HASH = "e158d9f8acce3dbf"
+ABI_HASH = "9ed5aa6fea856f83"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = 'Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)'
@@ -7803,6 +7803,18 @@ def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, 
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True)
+def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
+    return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

@@ -125,7 +125,7 @@ def _initial_partition(
 
 def _repartition(
     advance: Callable[[int], int],
-    state: np.ndarray,
+    restart: Callable[[bool], None],
     ws: tuple,
     x: np.ndarray,
     n: int,
@@ -137,7 +137,11 @@ def _repartition(
     """Choose new independent coordinates at the last accepted step (Haug §7.3.2,
     step 7) and restart the multistep method there.
 
-    A zero-step call re-evaluates the last accepted state with the old partition,
+    ``restart(evaluate_only)`` makes the next call of ``advance`` start afresh from
+    ``x`` (the fixed-step loop's history count, the variable-step method's start flag;
+    with ``evaluate_only`` the variable-step start takes no trial evaluation for its
+    first step, which would leave a perturbed q in ``ws``).  A zero-step call then
+    re-evaluates the last accepted state with the old partition,
     which leaves the full q, q̇ and Φ_q in ``ws``; the new partition comes from that
     Φ_q by full pivoting.  Newton starts from the last evaluated q, or, if a failed
     evaluation left it non-finite, from the last recorded row (``last_row``, the
@@ -148,7 +152,7 @@ def _repartition(
         o = m + 2
         q[:] = last_row[o : o + n]
         qd[:] = last_row[o + n : o + 2 * n]
-    state[explicit.S_NHIST] = 0
+    restart(True)
     status = advance(0)
     if status not in (OK, REPARTITION):
         return status
@@ -163,8 +167,19 @@ def _repartition(
     nv = n - m
     x[:nv] = q[ind]
     x[nv:] = qd[ind]
-    state[explicit.S_NHIST] = 0
+    restart(False)
     return OK
+
+
+def _control(alpha: float, beta: float, pivot_ratio: float, newton_tol: float) -> np.ndarray:
+    """The ``ctrl`` vector of the right sides (index1, partition): Baumgarte's α, β,
+    GCP's pivot-ratio threshold, Newton tolerance and iteration limit."""
+    ctrl = np.zeros(partition.CTRL_SIZE)
+    ctrl[:2] = float(alpha), float(beta)
+    ctrl[partition.C_PIVOT_RATIO] = pivot_ratio
+    ctrl[partition.C_NEWTON_TOL] = newton_tol
+    ctrl[partition.C_NEWTON_ITERS] = 25
+    return ctrl
 
 
 def simulate(
@@ -250,11 +265,6 @@ def simulate(
             f"method {method!r} enforces the constraints itself; it takes no "
             f"{constraints!r} constraint handling (nor alpha, beta)"
         )
-    if spec.family == "adaptive" and constraints in ("gcp", "hybrid"):
-        raise MbdgenError(
-            f"method {method!r} supports 'direct' and 'baumgarte' constraint handling only "
-            "(yet): a GCP restart or a hybrid projection would invalidate its dense output"
-        )
     if constraints in ("direct", "gcp") and (alpha or beta):
         raise MbdgenError(f"alpha and beta are Baumgarte parameters; {constraints!r} uses none")
     h = float(h)
@@ -308,15 +318,16 @@ def simulate(
             return entry(p, ws, t0, h, x, state, todo, *outputs)
 
     elif spec.family == "adaptive":
-        entry = getattr(module, spec.entry)
+        entry = getattr(
+            module, spec.entry.replace("_chunk", CONSTRAINT_HANDLING[constraints] + "_chunk")
+        )
         tol, fstate, istate, phi_dd, coef, work = adaptive.adaptive_workspace(
             dim, order, t0=t0, rtol=rtol, atol=atol
         )
         t_out = t0 + h * output_every * np.arange(rows)
         t_out[-1] = min(t_out[-1], float(t_end))
-        ctrl = np.zeros(partition.CTRL_SIZE)
-        ctrl[:2] = float(alpha), float(beta)
-        ws = index1.workspace(n, m)
+        ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
+        ws = gcp_ws if partitioned else index1.workspace(n, m)
         aux = np.zeros(aux_size)
 
         def advance(todo: int) -> int:
@@ -349,11 +360,7 @@ def simulate(
         state[explicit.S_ORDER] = target
         state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
         state[explicit.S_START] = start_code
-        ctrl = np.zeros(partition.CTRL_SIZE)
-        ctrl[:2] = float(alpha), float(beta)
-        ctrl[partition.C_PIVOT_RATIO] = pivot_ratio * (quality if partitioned else 1.0)
-        ctrl[partition.C_NEWTON_TOL] = newton_tol
-        ctrl[partition.C_NEWTON_ITERS] = 25
+        ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
         ws = gcp_ws if partitioned else index1.workspace(n, m)
         aux = np.zeros(aux_size)
 
@@ -362,6 +369,19 @@ def simulate(
                 p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am, rk_a, rk_b, rk_c,
                 todo, *outputs,
             )  # fmt: skip
+
+    adaptive_run = spec.family == "adaptive"
+
+    def step_id() -> int:
+        """Accepted steps so far (re-partitions are limited per step)."""
+        return int(istate[adaptive.I_NSTEP]) if adaptive_run else int(state[explicit.S_STEP])
+
+    def restart(evaluate_only: bool) -> None:
+        if adaptive_run:
+            istate[adaptive.I_STARTED] = 0
+            fstate[adaptive.F_HFIRST] = fstate[adaptive.F_H] if evaluate_only else 0.0
+        else:
+            state[explicit.S_NHIST] = 0
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
     status, interrupted, chunks = OK, False, 0
@@ -377,14 +397,17 @@ def simulate(
             # (Haug §7.3.2 step 7: "or the integrator struggles"); a step that fails
             # again with a fresh partition stops the run.
             if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
-                if repartitions.count(int(state[explicit.S_STEP])) >= MAX_REPARTITIONS_PER_STEP:
+                if repartitions.count(step_id()) >= MAX_REPARTITIONS_PER_STEP:
+                    break
+                if adaptive_run and t_out[istate[adaptive.I_JOUT]] <= fstate[adaptive.F_T]:
+                    status = NEWTON_FAILED  # at an output inside the last step: no restart
                     break
                 row = int(state[explicit.S_ROW]) - 1
                 status = _repartition(
-                    advance, state, gcp_ws, x, n, m, ctrl, pivot_ratio,
+                    advance, restart, gcp_ws, x, n, m, ctrl, pivot_ratio,
                     out_aux[row] if row >= 0 else None,
                 )  # fmt: skip
-                repartitions.append(int(state[explicit.S_STEP]))
+                repartitions.append(step_id())
             if status not in (OK, REPARTITION):
                 break
             status = advance(min(chunk, n_steps - int(state[explicit.S_STEP])))
@@ -445,7 +468,7 @@ def simulate(
             "start": start,
             "constraints": constraints,
             "assembled_holding": None if assemble is False else list(hold),
-            "repartitioned_at_steps": repartitions,
+            "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
             "status": "finished" if status == OK and not interrupted else "failed",
             "message": message,

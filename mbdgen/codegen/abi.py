@@ -145,6 +145,15 @@ _CHUNK_ARGS = (
     "out_aux",
 )
 
+_VABM_ARGS = ("p", "ctrl", "ws", "aux", "x", "tol", "fstate", "istate", "phi", "coef", "work") + (
+    "t_out",
+    "n_out",
+    "max_steps",
+    "out_x",
+    "out_f",
+    "out_aux",
+)
+
 ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
         "abm_chunk",
@@ -164,12 +173,18 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         ("rt.partition.hybrid_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
         _CHUNK_ARGS,
     ),
-    EntryPoint(
-        "vabm_chunk",
-        "adaptive.vabm_chunk",
-        ("rt.index1.index1_rhs", "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
-        ("p", "ctrl", "ws", "aux", "x", "tol", "fstate", "istate", "phi", "coef", "work")
-        + ("t_out", "n_out", "max_steps", "out_x", "out_f", "out_aux"),
+    *(
+        EntryPoint(
+            f"vabm{suffix}_chunk",
+            "adaptive.vabm_chunk",
+            (rhs, "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
+            _VABM_ARGS,
+        )
+        for suffix, rhs in (
+            ("", "rt.index1.index1_rhs"),
+            ("_gcp", "rt.partition.gcp_rhs"),
+            ("_hybrid", "rt.partition.hybrid_rhs"),
+        )
     ),
     EntryPoint(
         "welch_chunk",

@@ -76,8 +76,14 @@ too.
 with ``STEP_SIZE_COLLAPSE``, or ``NONFINITE`` if that last failure met a NaN or inf in
 f or in the error estimate (such an attempt counts as a failed error test, so a step
 that overflows is retried smaller).  Any other status of the right side is returned
-at once.  In every case ``x``, ``fstate[F_T]`` and the history are those of the last
-accepted step.
+at once, except ``REPARTITION`` (GCP's request for new independent coordinates,
+whose values are valid) at an output time, which is returned after that output is
+written: the driver then re-partitions at the last accepted step and restarts.  In
+every case ``x``, ``fstate[F_T]`` and the history are those of the last accepted
+step.  A right side that projects its ``x`` (the hybrid algorithm) projects the
+accepted state, which :func:`_accept` keeps; the dense output over a step then
+ends at the unprojected corrector, within the projection (≈ the constraint error
+the projection removed) of the state kept.
 
 The loop is generic in the right side, with the convention of
 :func:`mbdgen.runtime.explicit.abm_chunk`: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)``
@@ -95,7 +101,7 @@ import numpy as np
 from numba import njit
 
 from mbdgen.methods import adams_moulton_gammas
-from mbdgen.runtime.status import NONFINITE, OK, STEP_SIZE_COLLAPSE
+from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
 
 #: Highest order k supported: AB 5 predictor, AM 6 corrector (as in Haug's tables).
 KMAX = 5
@@ -629,7 +635,7 @@ def vabm_chunk(
         # E: the one evaluation site
         status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
         istate[I_NEVAL] += 1
-        if status != OK:
+        if status != OK and not (status == REPARTITION and phase == _PH_OUTPUT):
             return status
         if phase == _PH_PRED:
             err, ek, ekm1, ekm2 = _estimates(h, k, coef, work)
@@ -667,6 +673,8 @@ def vabm_chunk(
             istate[I_NEVAL_OUT] += 1
             written += 1
             phase = _PH_NEXT
+            if status == REPARTITION:  # valid values, written; now the driver re-partitions
+                return status
         elif phase == _PH_INIT:
             for i in range(dim):
                 x[i] = xe[i]  # the right side may have projected x0
