@@ -116,7 +116,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
 @click.option(
-    "--h", "h", default=1e-3, show_default=True, type=float, help="Step (vabm: output interval)."
+    "--h",
+    "h",
+    default=1e-3,
+    show_default=True,
+    type=float,
+    help="Step (vabm, rkf45_adaptive: output interval).",
 )
 @click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
 @click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")
@@ -127,8 +132,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
     default=None,
     help="Constraint handling (default: baumgarte if --alpha/--beta, else direct).",
 )
-@click.option("--rtol", default=1e-6, show_default=True, type=float, help="vabm: relative tol.")
-@click.option("--atol", default=1e-6, show_default=True, type=float, help="vabm: absolute tol.")
+@click.option(
+    "--rtol", default=1e-6, show_default=True, type=float, help="Variable step: relative tol."
+)
+@click.option(
+    "--atol", default=1e-6, show_default=True, type=float, help="Variable step: absolute tol."
+)
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")

@@ -162,6 +162,18 @@ RK_TABLEAUS: dict[str, tuple[list[list[Fraction]], list[Fraction], list[Fraction
 }
 
 
+#: Fehlberg's fourth-order weights, embedded in the "rkf45" tableau: x⁵ − x⁴ is the
+#: error estimate of the step-size control (:mod:`mbdgen.runtime.adaptive_rk`).
+RKF45_B4: tuple[Fraction, ...] = (
+    _f("25/216"),
+    _f("0"),
+    _f("1408/2565"),
+    _f("2197/4104"),
+    _f("-1/5"),
+    _f("0"),
+)
+
+
 def rk_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tableau ``name`` as float arrays (A lower-triangular s×s, b, c)."""
     a_rows, b, c = RK_TABLEAUS[name]
@@ -204,8 +216,8 @@ class Method:
         """Global order of convergence of the variant ``k``."""
         if self.family in ("rk", "welch"):
             return self.orders[0]
-        if self.family == "adaptive":  # k is the highest order allowed
-            return k + 1
+        if self.family == "adaptive":  # Adams: k is the highest order allowed
+            return self.orders[0] if self.tableau else k + 1
         return k + 1 if self.corrector in ("am+1", "mampc") else k
 
 
@@ -236,6 +248,15 @@ METHODS: dict[str, Method] = {
             "§7.4.4; Shampine & Gordon's DE); k is the highest order",
             (1, 2, 3, 4, 5),
             "am+1",
+        ),
+        Method(
+            "rkf45_adaptive",
+            "adaptive",
+            "rkf45_adaptive_chunk",
+            "Runge–Kutta–Fehlberg 4(5) with step-size control and Hermite dense output "
+            "(the reference method)",
+            (5,),
+            tableau="rkf45",
         ),
         _rk("rk4", "classical fourth-order Runge–Kutta", 4),
         _rk("rkf45", "Fehlberg's fifth-order formula of RKF45, fixed step", 5),

@@ -228,7 +228,8 @@ def simulate(
         (§7.3.5: Baumgarte plus a GCP correction when ‖Φ‖∞ > ``newton_tol``).
         Default: ``"baumgarte"`` if ``alpha`` or ``beta`` is set, else ``"direct"``.
         The Welch schemes enforce constraints themselves and take none.
-    rtol, atol : local error tolerances of the variable-step method ``vabm``, for which
+    rtol, atol : local error tolerances of the variable-step methods (``vabm``,
+        ``rkf45_adaptive``), for which
         ``h`` is the output interval, not a step size.
     assemble : first make q0, q̇0 consistent (:func:`mbdgen.analysis.assembly.assemble`);
         a list of coordinate names holds those at their given values.

@@ -132,7 +132,8 @@ def test_hybrid_reverts_to_pure_gcp_near_singular_configurations(slider_crank):
 
 
 @pytest.mark.parametrize("constraints", ["gcp", "hybrid"])
-def test_variable_step_adams_with_gcp_and_hybrid(circle, circle_reference, constraints):
+@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
+def test_variable_step_methods_with_gcp_and_hybrid(circle, circle_reference, method, constraints):
     """``vabm`` (Haug §7.4.4) with GCP or the hybrid algorithm: Haug's §7.3.5 step 6
     gives the step and order to "independent variable error estimates".
 
@@ -142,11 +143,13 @@ def test_variable_step_adams_with_gcp_and_hybrid(circle, circle_reference, const
     written).  Circle, 10 s (five loops), rtol = atol = 1e-10, Newton tolerance
     1e-11: measured final errors 4.7e-7 (GCP, 35 re-partitions), 1.4e-8 (hybrid),
     against 5.5e-7 for ``vabm`` on the unconstrained index-1 equations (and 2.9e-5,
-    1.7e-6, 5.7e-5 at 1e-8: proportional to the tolerance).  Bound 2e-6.
+    1.7e-6, 5.7e-5 at 1e-8: proportional to the tolerance).  ``rkf45_adaptive``
+    restarts the same way: 2.3e-7 (GCP), 5.9e-7 (hybrid), 1.3e-6 unconstrained.
+    Bound 2e-6.
     """
     gains = {"alpha": 5.0, "beta": 5.0} if constraints == "hybrid" else {}
     r = mbdgen.simulate(
-        circle, "vabm", 5, 0.01, 10.0, constraints=constraints, rtol=1e-10, atol=1e-10,
+        circle, method, None, 0.01, 10.0, constraints=constraints, rtol=1e-10, atol=1e-10,
         newton_tol=1e-11, **gains,
     )  # fmt: skip
     np.testing.assert_allclose(r.q[-1], circle_reference, atol=2e-6)

@@ -175,10 +175,14 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     ),
     *(
         EntryPoint(
-            f"vabm{suffix}_chunk",
-            "adaptive.vabm_chunk",
+            f"{name}{suffix}_chunk",
+            routine,
             (rhs, "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
             _VABM_ARGS,
+        )
+        for name, routine in (
+            ("vabm", "adaptive.vabm_chunk"),
+            ("rkf45_adaptive", "adaptive_rk.rkf45_chunk"),
         )
         for suffix, rhs in (
             ("", "rt.index1.index1_rhs"),

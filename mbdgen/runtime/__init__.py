@@ -18,6 +18,7 @@ import sys
 from mbdgen import _numba_cache  # noqa: F401  (must precede any @njit(cache=True))
 from mbdgen.runtime import (
     adaptive,
+    adaptive_rk,
     explicit,
     index1,
     linalg,
@@ -59,6 +60,7 @@ __all__ = [
     "canonical_name",
     "module_name",
     "adaptive",
+    "adaptive_rk",
     "explicit",
     "index1",
     "linalg",
