@@ -699,14 +699,17 @@ def report(results: dict[str, Any]) -> str:
         f"goal  warm start compiles nothing: {ok(r['pass_warm_cache'])}",
         "",
         "every registered method (default order, same problem; ratio to hand-written ABM 4):",
-        f"{'method':<10}{'order':>6}{'us/step':>10}{'evals/step':>12}{'ratio':>8}",
+        f"{'method':<16}{'order':>6}{'us/step':>10}{'evals/step':>12}{'ratio':>8}",
     ]
     for row in r["methods"]:
         lines.append(
-            f"{row['method']:<10}{row['order']:>6}{row['us_per_step']:>10.3f}"
+            f"{row['method']:<16}{row['order']:>6}{row['us_per_step']:>10.3f}"
             f"{row['rhs_evaluations_per_step']:>12.2f}{row['ratio_to_handwritten_abm4']:>8.2f}"
         )
-    lines.append("(vabm chooses its own steps: its figures are per output interval h, tol 1e-6)")
+    lines.append(
+        "(vabm and rkf45_adaptive choose their own steps: their figures are per output "
+        "interval h, tol 1e-6)"
+    )
     return "\n".join(lines)
 
 
