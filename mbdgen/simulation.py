@@ -377,6 +377,11 @@ def simulate(
         """Accepted steps so far (re-partitions are limited per step)."""
         return int(istate[adaptive.I_NSTEP]) if adaptive_run else int(state[explicit.S_STEP])
 
+    def pending_output() -> bool:
+        """An output time inside the last accepted step is not written yet."""
+        j = int(istate[adaptive.I_JOUT])
+        return j < rows and t_out[j] <= fstate[adaptive.F_T]
+
     def restart(evaluate_only: bool) -> None:
         if adaptive_run:
             istate[adaptive.I_STARTED] = 0
@@ -400,9 +405,13 @@ def simulate(
             if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
                 if repartitions.count(step_id()) >= MAX_REPARTITIONS_PER_STEP:
                     break
-                if adaptive_run and t_out[istate[adaptive.I_JOUT]] <= fstate[adaptive.F_T]:
-                    status = NEWTON_FAILED  # at an output inside the last step: no restart
-                    break
+                # A variable-step run first writes the outputs still due inside its last
+                # step, with the old partition (a request to re-partition is advisory).
+                if adaptive_run:
+                    while status in (OK, REPARTITION) and pending_output():
+                        status = advance(1)
+                    if pending_output():
+                        break  # Newton failed at an output inside the last step
                 row = int(state[explicit.S_ROW]) - 1
                 status = _repartition(
                     advance, restart, gcp_ws, x, n, m, ctrl, pivot_ratio,
