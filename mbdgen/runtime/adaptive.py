@@ -535,6 +535,20 @@ def _start(h, t, fstate, istate):
     istate[I_STARTED] = 1
 
 
+@njit(cache=True)
+def _write_output(j, xe, fe, aux, out_x, out_f, out_aux, istate, evaluated):
+    """Row j of the outputs: the state, and f and aux if they were ``evaluated`` there."""
+    for i in range(xe.shape[0]):
+        out_x[j, i] = xe[i]
+    if evaluated:
+        for i in range(out_f.shape[1]):
+            out_f[j, i] = fe[i]
+        for i in range(aux.shape[0]):
+            out_aux[j, i] = aux[i]
+        istate[I_NEVAL_OUT] += 1
+    istate[I_JOUT] += 1
+
+
 @njit(cache=True, inline="always")
 def vabm_chunk(
     rhs,
@@ -613,9 +627,7 @@ def vabm_chunk(
             if t_out[j] <= t:
                 _dense(t_out[j], fstate, istate, x, coef, work, xe)
                 if not evaluate_out:
-                    for i in range(dim):
-                        out_x[j, i] = xe[i]
-                    istate[I_JOUT] += 1
+                    _write_output(j, xe, fe, aux, out_x, out_f, out_aux, istate, False)
                     written += 1
                     continue
                 t_eval = t_out[j]
@@ -662,15 +674,7 @@ def vabm_chunk(
                 _reject(k, k, ek, 1, istate, fstate)
             phase = _PH_NEXT
         elif phase == _PH_OUTPUT:
-            j = istate[I_JOUT]
-            for i in range(dim):
-                out_x[j, i] = xe[i]
-            for i in range(out_f.shape[1]):
-                out_f[j, i] = fe[i]
-            for i in range(aux.shape[0]):
-                out_aux[j, i] = aux[i]
-            istate[I_JOUT] += 1
-            istate[I_NEVAL_OUT] += 1
+            _write_output(istate[I_JOUT], xe, fe, aux, out_x, out_f, out_aux, istate, True)
             written += 1
             phase = _PH_NEXT
             if status == REPARTITION:  # valid values, written; now the driver re-partitions

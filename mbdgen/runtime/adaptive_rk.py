@@ -49,7 +49,6 @@ from mbdgen.runtime.adaptive import (
     I_K,
     I_KUSED,
     I_NEVAL,
-    I_NEVAL_OUT,
     I_NFAIL,
     I_NONFINITE,
     I_NREJECT,
@@ -62,6 +61,7 @@ from mbdgen.runtime.adaptive import (
     R_XPREV,
     _first_step,
     _h_floor,
+    _write_output,
 )
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
 
@@ -160,9 +160,7 @@ def rkf45_chunk(
             if t_out[j] <= t:
                 _hermite(t_out[j], fstate, istate, x, phi, work, xe)
                 if not evaluate_out:
-                    for i in range(dim):
-                        out_x[j, i] = xe[i]
-                    istate[I_JOUT] += 1
+                    _write_output(j, xe, fe, aux, out_x, out_f, out_aux, istate, False)
                     written += 1
                     continue
                 t_eval = t_out[j]
@@ -246,15 +244,7 @@ def rkf45_chunk(
                 fstate[F_H] = 0.25 * h
             phase = _PH_NEXT
         elif phase == _PH_OUTPUT:
-            j = istate[I_JOUT]
-            for i in range(dim):
-                out_x[j, i] = xe[i]
-            for i in range(out_f.shape[1]):
-                out_f[j, i] = fe[i]
-            for i in range(aux.shape[0]):
-                out_aux[j, i] = aux[i]
-            istate[I_JOUT] += 1
-            istate[I_NEVAL_OUT] += 1
+            _write_output(istate[I_JOUT], xe, fe, aux, out_x, out_f, out_aux, istate, True)
             written += 1
             phase = _PH_NEXT
             if status == REPARTITION:
