@@ -27,13 +27,14 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "6246d14599621c4b"
-ABI_HASH = "1bba877e37cc677c"
+COMPILER_HASH = "4dbbfabf700acdd3"
+ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = 'Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)'
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
+N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("x1", "y1", "th1", "x2", "y2", "th2", )
 VELOCITY_NAMES = ("x1_d", "y1_d", "th1_d", "x2_d", "y2_d", "th2_d", )
@@ -455,7 +456,7 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 @njit(cache=True)
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
-    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

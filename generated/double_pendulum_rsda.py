@@ -31,13 +31,14 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "6246d14599621c4b"
-ABI_HASH = "1bba877e37cc677c"
+COMPILER_HASH = "4dbbfabf700acdd3"
+ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = 'Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1'
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
+N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 3
 
@@ -1459,7 +1460,7 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 @njit(cache=True)
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
-    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

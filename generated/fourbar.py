@@ -29,13 +29,14 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "6246d14599621c4b"
-ABI_HASH = "1bba877e37cc677c"
+COMPILER_HASH = "4dbbfabf700acdd3"
+ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = 'crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)'
 N_COORDINATES = 9
 N_CONSTRAINTS = 9
+N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 7
 
@@ -1264,7 +1265,7 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 @njit(cache=True)
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
-    return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

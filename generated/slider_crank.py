@@ -29,13 +29,14 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "6246d14599621c4b"
-ABI_HASH = "1bba877e37cc677c"
+COMPILER_HASH = "4dbbfabf700acdd3"
+ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = 'Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76'
 N_COORDINATES = 4
 N_CONSTRAINTS = 3
+N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 COORDINATE_NAMES = ("theta", "phi", "x", "y", )
 VELOCITY_NAMES = ("theta_d", "phi_d", "x_d", "y_d", )
@@ -404,7 +405,7 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 @njit(cache=True)
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
-    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

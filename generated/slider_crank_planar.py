@@ -30,13 +30,14 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
-COMPILER_HASH = "6246d14599621c4b"
-ABI_HASH = "1bba877e37cc677c"
+COMPILER_HASH = "4dbbfabf700acdd3"
+ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = 'Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies'
 N_COORDINATES = 6
 N_CONSTRAINTS = 5
+N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 4
 
@@ -1462,7 +1463,7 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 @njit(cache=True)
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
-    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True)

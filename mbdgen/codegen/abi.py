@@ -193,7 +193,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
         "welch_chunk",
         "welch.welch_chunk",
-        ("dynamics", "phi", "N_COORDINATES", "N_CONSTRAINTS"),
+        ("dynamics", "phi", "N_COORDINATES", "N_CONSTRAINTS", "N_EULER_BODIES"),
         ("p", "ws", "t0", "h", "x", "state", "n_steps", "stride")
         + ("out_t", "out_x", "out_f", "out_aux"),
     ),

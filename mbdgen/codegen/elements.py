@@ -293,7 +293,10 @@ def render_element_module(esys: ElementSystem, source_file: str, source_hash: st
         }
         for ts in esys.types
     ]
-    context = _base_context(mech.name, mech.description, mech.n, mech.m, source_file, source_hash)
+    n_euler = sum(1 for b in mech.bodies if b.kind == "spatial")
+    context = _base_context(
+        mech.name, mech.description, mech.n, mech.m, source_file, source_hash, n_euler
+    )
     context.update(
         {
             "types": types,

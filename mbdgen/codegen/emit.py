@@ -171,6 +171,7 @@ _BASE_KEYS = frozenset(
         "description",
         "n",
         "m",
+        "n_euler",
         "reaction_columns",
     }
 )
@@ -203,7 +204,13 @@ ELEMENT_TEMPLATE_KEYS = _BASE_KEYS | {
 
 
 def _base_context(
-    model_name: str, description: str, n: int, m: int, source_file: str, source_hash: str
+    model_name: str,
+    description: str,
+    n: int,
+    m: int,
+    source_file: str,
+    source_hash: str,
+    n_euler: int = 0,
 ) -> dict:
     return {
         "version": __version__,
@@ -215,6 +222,7 @@ def _base_context(
         "description": repr(description),
         "n": n,
         "m": m,
+        "n_euler": n_euler,
         "reaction_columns": REACTION_COLUMNS,
     }
 
