@@ -151,7 +151,13 @@ def workspace(
     )  # fmt: skip
 
 
-@njit(cache=True, inline="always")
+# -- Euler-parameter helpers (nb > 0).  They take arrays only, so they are ordinary
+# cached functions, compiled once for all models rather than inlined into every
+# module's entry point (inlined, they made the first welch2 call on the pendulum take
+# 59 s instead of 19 s).  The plain path (Eq. 44) stays inline, with constant sizes.
+
+
+@njit(cache=True)
 def _tcoef(nv, nb, quat, vb, q, tc):
     """Coefficients of T(q): 1 for a plain coordinate, ½G(e)ᵀ's columns for ω."""
     for a in range(nv):
@@ -162,57 +168,50 @@ def _tcoef(nv, nb, quat, vb, q, tc):
         e0, e1, e2, e3 = q[o], q[o + 1], q[o + 2], q[o + 3]
         # rows of Haug's G(e) = [−e, −ẽ + e0 I], halved
         tc[a, 0], tc[a, 1], tc[a, 2], tc[a, 3] = -0.5 * e1, 0.5 * e0, 0.5 * e3, -0.5 * e2
-        tc[a + 1, 0], tc[a + 1, 1], tc[a + 1, 2], tc[a + 1, 3] = (
-            -0.5 * e2,
-            -0.5 * e3,
-            0.5 * e0,
-            0.5 * e1,
-        )
-        tc[a + 2, 0], tc[a + 2, 1], tc[a + 2, 2], tc[a + 2, 3] = (
-            -0.5 * e3,
-            0.5 * e2,
-            -0.5 * e1,
-            0.5 * e0,
-        )
+        tc[a + 1, 0], tc[a + 1, 1] = -0.5 * e2, -0.5 * e3
+        tc[a + 1, 2], tc[a + 1, 3] = 0.5 * e0, 0.5 * e1
+        tc[a + 2, 0], tc[a + 2, 1] = -0.5 * e3, 0.5 * e2
+        tc[a + 2, 2], tc[a + 2, 3] = -0.5 * e1, 0.5 * e0
 
 
-@njit(cache=True, inline="always")
-def _qdot(n, nv, nb, tq, tn, tc, v, out):
-    """out = T v (a copy when there are no Euler parameters: nb is a constant)."""
-    if nb == 0:
-        for i in range(n):
-            out[i] = v[i]
-        return
-    for i in range(n):
+@njit(cache=True)
+def _tdot_v(nb, quat, vb, qd, v, w):
+    """w += Ṫ v: ½G(ė)ᵀω in each Euler-parameter block (``qd`` = T v)."""
+    for b in range(nb):
+        o = quat[b]
+        a = vb[b]
+        d0, d1, d2, d3 = qd[o], qd[o + 1], qd[o + 2], qd[o + 3]
+        w1, w2, w3 = v[a], v[a + 1], v[a + 2]
+        w[o] += 0.5 * (-d1 * w1 - d2 * w2 - d3 * w3)
+        w[o + 1] += 0.5 * (d0 * w1 - d3 * w2 + d2 * w3)
+        w[o + 2] += 0.5 * (d3 * w1 + d0 * w2 - d1 * w3)
+        w[o + 3] += 0.5 * (-d2 * w1 + d1 * w2 + d0 * w3)
+
+
+@njit(cache=True)
+def _apply_t(nv, tq, tn, tc, v, out):
+    """out = T v."""
+    for i in range(out.shape[0]):
         out[i] = 0.0
     for a in range(nv):
         for r in range(tn[a]):
             out[tq[a, r]] += tc[a, r] * v[a]
 
 
-@njit(cache=True, inline="always")
-def _tdot_v(n, nb, quat, vb, qd, v, out):
-    """out = Ṫ v: zero for plain coordinates, ½G(ė)ᵀω for Euler parameters."""
-    for i in range(n):
-        out[i] = 0.0
-    for b in range(nb):
-        o = quat[b]
-        a = vb[b]
-        d0, d1, d2, d3 = qd[o], qd[o + 1], qd[o + 2], qd[o + 3]
-        w1, w2, w3 = v[a], v[a + 1], v[a + 2]
-        out[o] = 0.5 * (-d1 * w1 - d2 * w2 - d3 * w3)
-        out[o + 1] = 0.5 * (d0 * w1 - d3 * w2 + d2 * w3)
-        out[o + 2] = 0.5 * (d3 * w1 + d0 * w2 - d1 * w3)
-        out[o + 3] = 0.5 * (-d2 * w1 + d1 * w2 + d0 * w3)
+@njit(cache=True)
+def _transform(nv, nb, quat, vb, tq, tn, tc, q, v, qd, w):
+    """T(q) into ``tc``, q̇ = T v into ``qd`` and Ṫ v into ``w``."""
+    _tcoef(nv, nb, quat, vb, q, tc)
+    _apply_t(nv, tq, tn, tc, v, qd)
+    for i in range(w.shape[0]):
+        w[i] = 0.0
+    _tdot_v(nb, quat, vb, qd, v, w)
 
 
-@njit(cache=True, inline="always")
-def _velocity(n, nv, nb, quat, vb, tq, tn, tc, q, qd, v):
-    """v from q̇: q̇ for plain coordinates, ω = 2G(e) ė for Euler parameters."""
-    if nb == 0:
-        for i in range(n):
-            v[i] = qd[i]
-        return
+@njit(cache=True)
+def _velocity_euler(nv, nb, quat, vb, tq, tn, tc, q, qd, v):
+    """v from q̇: q̇ for plain coordinates, ω = 2G(e)ė for Euler parameters."""
+    _tcoef(nv, nb, quat, vb, q, tc)
     for a in range(nv):
         if tn[a] == 1:
             v[a] = qd[tq[a, 0]]
@@ -226,26 +225,24 @@ def _velocity(n, nv, nb, quat, vb, tq, tn, tc, q, qd, v):
             v[a + k] = 4.0 * s  # tc holds ½G
 
 
-@njit(cache=True, inline="always")
-def _reduce(n, nv, mk, nb, quat, vb, keep, tq, tn, tc, v, M, Q, phi_q, qd, w, L, B, Wt, u, A):
-    """With T(q) in ``tc``: q̇ = T v into ``qd``, Ṫ v into ``w``; M_v = TᵀMT factored
-    into L; u = M_v⁻¹ Q_v with Q_v = Tᵀ(Q − M Ṫ v); B_v = Φ_q T;
-    Wt = (M_v⁻¹ B_vᵀ)ᵀ; A = B_v M_v⁻¹ B_vᵀ factored.  Returns a status."""
-    _qdot(n, nv, nb, tq, tn, tc, v, qd)
-    _tdot_v(n, nb, quat, vb, qd, v, w)
-    if nb == 0:  # Eq. 44: T = I, the model's own M, Q and Φ_q
-        for i in range(n):
-            u[i] = Q[i]
-            for j in range(n):
-                L[i, j] = M[i, j]
-    for a in range(nv if nb > 0 else 0):
+@njit(cache=True)
+def _qddot_euler(nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, out):
+    """out = q̈ = T v̇ + Ṫ v (``tc`` = T(q), ``qd`` = T v)."""
+    _apply_t(nv, tq, tn, tc, vdot, out)
+    _tdot_v(nb, quat, vb, qd, v, out)
+
+
+@njit(cache=True)
+def _reduce_euler(n, nv, mk, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
+    """M_v = TᵀMT, Q_v = Tᵀ(Q − M Ṫ v) (Ṫ v in ``w``) and B_v = Φ_q T (kept rows),
+    then :func:`_factor`; a status."""
+    for a in range(nv):
         s = 0.0
         for r in range(tn[a]):
             i = tq[a, r]
             f = Q[i]
-            if nb > 0:
-                for j in range(n):
-                    f -= M[i, j] * w[j]
+            for j in range(n):
+                f -= M[i, j] * w[j]
             s += tc[a, r] * f
         u[a] = s
         for b in range(nv):
@@ -255,42 +252,17 @@ def _reduce(n, nv, mk, nb, quat, vb, keep, tq, tn, tc, v, M, Q, phi_q, qd, w, L,
                 for c in range(tn[b]):
                     s += tc[a, r] * M[i, tq[b, c]] * tc[b, c]
             L[a, b] = s
-    status = cholesky_inplace(L, nv)
-    if status != OK:
-        return status
-    cholesky_solve(L, u, nv)
     for c in range(mk):
         row = keep[c]
         for a in range(nv):
-            if nb == 0:
-                s = phi_q[row, a]
-            else:
-                s = 0.0
-                for r in range(tn[a]):
-                    s += phi_q[row, tq[a, r]] * tc[a, r]
-            B[c, a] = s
-            Wt[c, a] = s
-        cholesky_solve(L, Wt[c], nv)
-    for i in range(mk):
-        for j in range(mk):
             s = 0.0
-            for k in range(nv):
-                s += B[i, k] * Wt[j, k]
-            A[i, j] = s
-    return cholesky_inplace(A, mk)
+            for r in range(tn[a]):
+                s += phi_q[row, tq[a, r]] * tc[a, r]
+            B[c, a] = s
+    return _factor(nv, mk, L, B, Wt, u, A)
 
 
-@njit(cache=True, inline="always")
-def _accel(nv, mk, Wt, u, lam, out):
-    """out = M_v⁻¹(Q_v − B_vᵀ λ) = u − Wtᵀ λ."""
-    for i in range(nv):
-        s = u[i]
-        for j in range(mk):
-            s -= Wt[j, i] * lam[j]
-        out[i] = s
-
-
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _rotate(e, o, w1, w2, w3, c, twice):
     """e ← (I + cG(ω))^k e / (1 + ¼c²|ω|²), k = 2 if ``twice`` else 1, then
     Greenwood's normalization (Eq. 22).  k = 1 solves e' = e + cG(ω)e' (Eq. 17),
@@ -312,7 +284,27 @@ def _rotate(e, o, w1, w2, w3, c, twice):
         e[o + r] *= f
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def _update_euler(nv, nb, quat, vb, tq, tn, q, qn, v, vn, h, second):
+    """qn from q: plain coordinates by Δt vn (Eq. 43a) or the trapezoid
+    (Δt/2)(vn + v) (Eq. 43b); Euler parameters by Eq. 17 or Eq. 32."""
+    for i in range(q.shape[0]):
+        qn[i] = q[i]
+    for a in range(nv):
+        if tn[a] == 1:
+            qn[tq[a, 0]] += 0.5 * h * (vn[a] + v[a]) if second else h * vn[a]
+    for b in range(nb):
+        a = vb[b]
+        if second:
+            w1 = 0.5 * (vn[a] + v[a])
+            w2 = 0.5 * (vn[a + 1] + v[a + 1])
+            w3 = 0.5 * (vn[a + 2] + v[a + 2])
+            _rotate(qn, quat[b], w1, w2, w3, 0.5 * h, True)
+        else:
+            _rotate(qn, quat[b], vn[a], vn[a + 1], vn[a + 2], h, False)
+
+
+@njit(cache=True)
 def _record(n, m, mk, keep, row, t, q, qd, qdd, lam, lam_all, phi, phi_q, phi_t,
             out_t, out_x, out_f, out_aux):  # fmt: skip
     out_t[row] = t
@@ -338,13 +330,63 @@ def _record(n, m, mk, keep, row, t, q, qd, qdd, lam, lam_all, phi, phi_q, phi_t,
     out_aux[row, m + 1] = math.sqrt(phid2)
 
 
+# -- both forms: inline, so that the plain path keeps constant sizes --------------------
+
+
 @njit(cache=True, inline="always")
-def _qddot(n, nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, tmp, out):
-    """out = q̈ = T v̇ + Ṫ v (``qd`` = T v)."""
-    _qdot(n, nv, nb, tq, tn, tc, vdot, out)
-    _tdot_v(n, nb, quat, vb, qd, v, tmp)
-    for i in range(n):
-        out[i] += tmp[i]
+def _factor(nv, mk, L, B, Wt, u, A):
+    """With M_v in L, Q_v in u and B_v in B: L Lᵀ = M_v, u = M_v⁻¹Q_v,
+    Wt = (M_v⁻¹B_vᵀ)ᵀ, A = B_v M_v⁻¹ B_vᵀ factored; a status."""
+    status = cholesky_inplace(L, nv)
+    if status != OK:
+        return status
+    cholesky_solve(L, u, nv)
+    for c in range(mk):
+        for a in range(nv):
+            Wt[c, a] = B[c, a]
+        cholesky_solve(L, Wt[c], nv)
+    for i in range(mk):
+        for j in range(mk):
+            s = 0.0
+            for k in range(nv):
+                s += B[i, k] * Wt[j, k]
+            A[i, j] = s
+    return cholesky_inplace(A, mk)
+
+
+@njit(cache=True, inline="always")
+def _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w):
+    """q̇ = T(q) v into ``qd`` (and, with Euler parameters, T in ``tc``, Ṫ v in ``w``)."""
+    if nb == 0:
+        for i in range(n):
+            qd[i] = v[i]
+    else:
+        _transform(nv, nb, quat, vb, tq, tn, tc, q, v, qd, w)
+
+
+@njit(cache=True, inline="always")
+def _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
+    """The reduced system of the current evaluation (after :func:`_prepare`)."""
+    if nb == 0:  # Eq. 44: T = I, the model's own M, Q and Φ_q
+        for i in range(n):
+            u[i] = Q[i]
+            for j in range(n):
+                L[i, j] = M[i, j]
+        for c in range(m):
+            for a in range(n):
+                B[c, a] = phi_q[c, a]
+        return _factor(n, m, L, B, Wt, u, A)
+    return _reduce_euler(n, nv, mk, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
+
+
+@njit(cache=True, inline="always")
+def _accel(nv, mk, Wt, u, lam, out):
+    """out = M_v⁻¹(Q_v − B_vᵀ λ) = u − Wtᵀ λ."""
+    for i in range(nv):
+        s = u[i]
+        for j in range(mk):
+            s -= Wt[j, i] * lam[j]
+        out[i] = s
 
 
 @njit(cache=True, inline="always")
@@ -370,16 +412,15 @@ def welch_chunk(
     """Advance up to ``n_steps`` steps of the first- or second-order scheme (Eq. 43
     for Euler-parameter bodies, Eq. 44 otherwise).
 
-    ``x = [q; q̇]`` is updated in place; ``ws`` (:func:`workspace`) holds the model
-    evaluated at the current state and the velocity v between calls;
-    ``state[S_ORDER]`` is 1 or 2.  Returns a status code; on failure ``x`` holds the
-    last accepted step.
+    ``nb`` is the module's constant N_EULER_BODIES: with nb = 0 the sizes below are
+    constants and T = I folds away.  ``x = [q; q̇]`` is updated in place; ``ws``
+    (:func:`workspace`) holds the model evaluated at the current state and the
+    velocity v between calls; ``state[S_ORDER]`` is 1 or 2.  Returns a status code;
+    on failure ``x`` holds the last accepted step.
     """
     (M, Q, phi, phi_q, phi_t, gamma, Mh, Qh, phih, phi_qh, phi_th, gammah,
      L, B, Wt, u, A, lam, qp, vp, phip, qh, vh, v, vdot, qdw, w, qdd, lam_all,
      tc, tq, tn, quat, vb, keep) = ws  # fmt: skip
-    # nb, the number of Euler-parameter bodies, is the module's constant N_EULER_BODIES:
-    # with nb = 0 (Eq. 44) the sizes below are constants and T = I folds away.
     nv = n - nb
     mk = m - nb
     q = x[:n]
@@ -387,21 +428,23 @@ def welch_chunk(
     if state[S_NHIST] == 0:
         # Evaluate at t0; λ(t0) from B_v v̇ = γ − Φ_q Ṫ v with v̇ = u − Wtᵀλ.
         t = t0 + state[S_STEP] * h
-        _tcoef(nv, nb, quat, vb, q, tc)
-        _velocity(n, nv, nb, quat, vb, tq, tn, tc, q, qd, v)
-        _qdot(n, nv, nb, tq, tn, tc, v, qd)
+        if nb == 0:
+            for i in range(n):
+                v[i] = qd[i]
+        else:
+            _velocity_euler(nv, nb, quat, vb, tq, tn, tc, q, qd, v)
+        _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w)
         dyn(t, q, qd, p, M, Q, phi, phi_q, phi_t, gamma)
         state[S_NEVAL] += 1
-        status = _reduce(n, nv, mk, nb, quat, vb, keep, tq, tn, tc, v, M, Q, phi_q,
-                         qdw, w, L, B, Wt, u, A)  # fmt: skip
+        status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
         if status != OK:
             return status
-        _tdot_v(n, nb, quat, vb, qd, v, w)
         for c in range(mk):
             i = keep[c]
             s = -gamma[i]
-            for k in range(n):
-                s += phi_q[i, k] * w[k]
+            if nb > 0:
+                for k in range(n):
+                    s += phi_q[i, k] * w[k]
             for k in range(nv):
                 s += B[c, k] * u[k]
             lam[c] = s
@@ -409,19 +452,17 @@ def welch_chunk(
         _accel(nv, mk, Wt, u, lam, vdot)
         state[S_NHIST] = 1
         if state[S_STEP] % stride == 0:
-            _qddot(n, nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, w, qdd)
-            _record(n, m, mk, keep, state[S_ROW], t, q, qd, qdd, lam, lam_all, phi, phi_q,
-                    phi_t, out_t, out_x, out_f, out_aux)  # fmt: skip
-            state[S_ROW] += 1
+            _record_step(n, m, nv, mk, nb, quat, vb, tq, tn, tc, keep, state, t, q, qd, v,
+                         vdot, qdd, lam, lam_all, phi, phi_q, phi_t,
+                         out_t, out_x, out_f, out_aux)  # fmt: skip
     second = state[S_ORDER] == 2
     inv_h = 1.0 / h
     for _ in range(n_steps):
         t_n = t0 + state[S_STEP] * h
         t_new = t0 + (state[S_STEP] + 1) * h
         # predictor, Eqs. 43a/44a (the model at the current state is in ws)
-        _tcoef(nv, nb, quat, vb, q, tc)
-        status = _reduce(n, nv, mk, nb, quat, vb, keep, tq, tn, tc, v, M, Q, phi_q,
-                         qdw, w, L, B, Wt, u, A)  # fmt: skip
+        _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qdw, w)
+        status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
         if status != OK:
             return status
         for c in range(mk):
@@ -436,16 +477,11 @@ def welch_chunk(
         _accel(nv, mk, Wt, u, lam, vdot)
         for a in range(nv):
             vp[a] = v[a] + h * vdot[a]
-        for i in range(n):
-            qp[i] = q[i]
-        for a in range(nv):
-            if nb == 0:
-                qp[a] += h * vp[a]
-            elif tn[a] == 1:
-                qp[tq[a, 0]] += h * vp[a]
-        for b in range(nb):
-            a = vb[b]
-            _rotate(qp, quat[b], vp[a], vp[a + 1], vp[a + 2], h, False)
+        if nb == 0:
+            for i in range(n):
+                qp[i] = q[i] + h * vp[i]
+        else:
+            _update_euler(nv, nb, quat, vb, tq, tn, q, qp, v, vp, h, False)
         if second:
             # corrector, Eqs. 43b/44b, with the Jacobian (and M, Q) at the half step
             phi_kern(t_new, qp, p, phip)
@@ -453,12 +489,11 @@ def welch_chunk(
                 qh[i] = 0.5 * (qp[i] + q[i])
             for a in range(nv):
                 vh[a] = 0.5 * (vp[a] + v[a])
-            _tcoef(nv, nb, quat, vb, qh, tc)
-            _qdot(n, nv, nb, tq, tn, tc, vh, qdw)
+            _prepare(n, nv, nb, quat, vb, tq, tn, tc, qh, vh, qdw, w)
             dyn(t_n + 0.5 * h, qh, qdw, p, Mh, Qh, phih, phi_qh, phi_th, gammah)
             state[S_NEVAL] += 1
-            status = _reduce(n, nv, mk, nb, quat, vb, keep, tq, tn, tc, vh, Mh, Qh,
-                             phi_qh, qdw, w, L, B, Wt, u, A)  # fmt: skip
+            status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, Mh, Qh, phi_qh, w,
+                             L, B, Wt, u, A)  # fmt: skip
             if status != OK:
                 return status
             for c in range(mk):
@@ -472,17 +507,11 @@ def welch_chunk(
             _accel(nv, mk, Wt, u, lam, vdot)  # v̇ over the step
             for a in range(nv):
                 vh[a] = v[a] + h * vdot[a]  # v_{n+1}
-            for i in range(n):
-                qp[i] = q[i]
-            for a in range(nv):
-                if nb == 0:
-                    qp[a] += 0.5 * h * (vh[a] + v[a])
-                elif tn[a] == 1:
-                    qp[tq[a, 0]] += 0.5 * h * (vh[a] + v[a])
-            for b in range(nb):
-                a = vb[b]
-                _rotate(qp, quat[b], 0.5 * (vh[a] + v[a]), 0.5 * (vh[a + 1] + v[a + 1]),
-                        0.5 * (vh[a + 2] + v[a + 2]), 0.5 * h, True)  # fmt: skip
+            if nb == 0:
+                for i in range(n):
+                    qp[i] = q[i] + 0.5 * h * (vh[i] + v[i])
+            else:
+                _update_euler(nv, nb, quat, vb, tq, tn, q, qp, v, vh, h, True)
             vn = vh
         else:
             vn = vp
@@ -496,14 +525,26 @@ def welch_chunk(
             q[i] = qp[i]
         for a in range(nv):
             v[a] = vn[a]
-        _tcoef(nv, nb, quat, vb, q, tc)
-        _qdot(n, nv, nb, tq, tn, tc, v, qd)
+        _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w)
         dyn(t_new, q, qd, p, M, Q, phi, phi_q, phi_t, gamma)
         state[S_NEVAL] += 1
         state[S_STEP] += 1
         if state[S_STEP] % stride == 0:
-            _qddot(n, nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, w, qdd)
-            _record(n, m, mk, keep, state[S_ROW], t_new, q, qd, qdd, lam, lam_all, phi,
-                    phi_q, phi_t, out_t, out_x, out_f, out_aux)  # fmt: skip
-            state[S_ROW] += 1
+            _record_step(n, m, nv, mk, nb, quat, vb, tq, tn, tc, keep, state, t_new, q, qd,
+                         v, vdot, qdd, lam, lam_all, phi, phi_q, phi_t,
+                         out_t, out_x, out_f, out_aux)  # fmt: skip
     return OK
+
+
+@njit(cache=True, inline="always")
+def _record_step(n, m, nv, mk, nb, quat, vb, tq, tn, tc, keep, state, t, q, qd, v, vdot,
+                 qdd, lam, lam_all, phi, phi_q, phi_t, out_t, out_x, out_f, out_aux):  # fmt: skip
+    """Record row state[S_ROW] (q̈ = T v̇ + Ṫ v, λ of the kept rows) and advance it."""
+    if nb == 0:
+        for i in range(n):
+            qdd[i] = vdot[i]
+    else:
+        _qddot_euler(nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, qdd)
+    _record(n, m, mk, keep, state[S_ROW], t, q, qd, qdd, lam, lam_all, phi, phi_q, phi_t,
+            out_t, out_x, out_f, out_aux)  # fmt: skip
+    state[S_ROW] += 1
