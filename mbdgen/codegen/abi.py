@@ -145,7 +145,19 @@ _CHUNK_ARGS = (
     "out_aux",
 )
 
-_VABM_ARGS = ("p", "ctrl", "ws", "aux", "x", "tol", "fstate", "istate", "phi", "coef", "work") + (
+_VARIABLE_STEP_ARGS = (
+    "p",
+    "ctrl",
+    "ws",
+    "aux",
+    "x",
+    "tol",
+    "fstate",
+    "istate",
+    "phi",
+    "coef",
+    "work",
+) + (
     "t_out",
     "n_out",
     "max_steps",
@@ -178,7 +190,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
             f"{name}{suffix}_chunk",
             routine,
             (rhs, "dynamics", "N_COORDINATES", "N_CONSTRAINTS"),
-            _VABM_ARGS,
+            _VARIABLE_STEP_ARGS,
         )
         for name, routine in (
             ("vabm", "adaptive.vabm_chunk"),
