@@ -30,14 +30,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
 N_COORDINATES = 21
 N_CONSTRAINTS = 20
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 16
 
@@ -151,7 +152,7 @@ E4_IR = _DATA["E4_IR"]
 E4_RR = _DATA["E4_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -164,7 +165,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -178,7 +179,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -191,7 +192,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -204,7 +205,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -224,7 +225,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -242,7 +243,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -260,7 +261,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -277,7 +278,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -294,7 +295,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -312,7 +313,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -330,7 +331,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -361,7 +362,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -379,7 +380,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -396,7 +397,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -413,7 +414,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -431,7 +432,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -449,7 +450,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -474,7 +475,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -502,7 +503,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -532,7 +533,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -560,7 +561,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -586,7 +587,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -614,7 +615,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -644,7 +645,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -674,7 +675,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -724,7 +725,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -754,7 +755,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -780,7 +781,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -808,7 +809,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -838,7 +839,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -868,7 +869,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -909,7 +910,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_pg: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -945,7 +946,7 @@ def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += _c10*_c8 + _c11*_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_pg: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1030,7 +1031,7 @@ def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _c11*_c54 + _c16*_c39 + _c16*_c42 + _c16*_c46 + _c25*_c44 + _c3*_c51 + _c3*_c52 + _c3*_c53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_pg: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1074,27 +1075,50 @@ def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _c13*_c18 + _c17*_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_pg: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
     _i1 = IQ[k, 1]
     _i2 = IQ[k, 2]
     _q0 = q[_i0]
+    _qd0 = qd[_i0]
     _q1 = q[_i1]
+    _qd1 = qd[_i1]
     _q2 = q[_i2]
+    _qd2 = qd[_i2]
     _p0 = p[IP[k, 0]]
     _p1 = p[IP[k, 1]]
     _p2 = p[IP[k, 2]]
     _p3 = p[IP[k, 3]]
     _p4 = p[IP[k, 4]]
+    _p5 = p[IP[k, 5]]
     _p6 = p[IP[k, 6]]
     _c0 = math.cos(_q2)
-    _c1 = math.sin(_q2)
-    out[1] += (1/2)*_p4*(-_p6 + math.sqrt((-_c0*_p0 + _c1*_p1 + _p2 - _q0)**2 + (-_c0*_p1 - _c1*_p0 + _p3 - _q1)**2))**2
+    _c1 = _c0*_p0
+    _c2 = math.sin(_q2)
+    _c3 = _c1 - _c2*_p1
+    _c4 = _c3 - _p2 + _q0
+    _c5 = -_c4
+    _c6 = _c2*_p0
+    _c7 = _c0*_p1
+    _c8 = _c6 + _c7
+    _c9 = _c8 - _p3 + _q1
+    _c10 = -_c9
+    _c11 = math.sqrt(_c10**2 + _c5**2)
+    _c12 = _c11 - _p6
+    _c13 = 1/_c11
+    _c14 = _c12*_p4
+    _c15 = _c13*_c14
+    _c16 = -_c8
+    _c17 = _c13*(_c13*_p5*(_c10*(-_c3*_qd2 - _qd1) + _c5*(-_c16*_qd2 - _qd0)) + _c14)
+    _c18 = _c17*_c5
+    _c19 = _c10*_c17
+    out[1] += (1/2)*_c12**2*_p4
+    out[2] += _qd0*(_c15*_c4 + _c18) + _qd1*(_c15*_c9 + _c19) + _qd2*(_c15*((1/2)*_c10*(-2*_c1 + 2*_c2*_p1) + (1/2)*_c5*(2*_c6 + 2*_c7)) + _c16*_c18 + _c19*_c3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type tsda_pg: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1130,7 +1154,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += _c10*_c8 + _c11*_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type tsda_pg: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1215,7 +1239,7 @@ def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 8]] += _c11*_c54 + _c16*_c39 + _c16*_c42 + _c16*_c46 + _c25*_c44 + _c3*_c51 + _c3*_c52 + _c3*_c53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type tsda_pg: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1259,7 +1283,7 @@ def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 8]] += _c13*_c18 + _c17*_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type torque_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1269,7 +1293,18 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += _p0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
+def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
+    """Element type torque_p: energy of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    out[2] += _p0*_qd2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type torque_p: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1279,7 +1314,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += _p0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -1289,7 +1324,7 @@ def phi(t, q, p, out):
         _e2_phi(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -1299,19 +1334,19 @@ def phi_q(t, q, p, out):
         _e2_phi_q(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -1321,7 +1356,7 @@ def gamma(t, q, qd, p, out):
         _e2_gamma(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -1329,7 +1364,7 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
@@ -1339,13 +1374,13 @@ def force(t, q, qd, p, out):
         _e4_force(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -1355,7 +1390,7 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
@@ -1363,7 +1398,7 @@ def force_q(t, q, qd, p, out):
         _e3_force_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
@@ -1371,7 +1406,7 @@ def force_qd(t, q, qd, p, out):
         _e3_force_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -1381,7 +1416,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -1391,7 +1426,7 @@ def gamma_q(t, q, qd, p, out):
         _e2_gamma_q(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -1401,17 +1436,19 @@ def gamma_qd(t, q, qd, p, out):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E3_COUNT):
         _e3_energy(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+    for k in range(E4_COUNT):
+        _e4_energy(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -1432,7 +1469,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1442,7 +1479,7 @@ def phi_q_values(t, q, p, out):
         _e2_phi_q_values(t, q, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -1450,13 +1487,13 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1466,7 +1503,7 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1474,7 +1511,7 @@ def force_q_values(t, q, qd, p, out):
         _e3_force_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_FORCE_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1482,7 +1519,7 @@ def force_qd_values(t, q, qd, p, out):
         _e3_force_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_FORCE_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1492,7 +1529,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1502,7 +1539,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e2_gamma_q_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1512,7 +1549,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1522,67 +1559,67 @@ def reactions(t, q, lam, p, out):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

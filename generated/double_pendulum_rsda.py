@@ -31,14 +31,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = 'Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1'
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 3
 
@@ -140,7 +141,7 @@ E5_IR = _DATA["E5_IR"]
 E5_RR = _DATA["E5_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -153,7 +154,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -167,7 +168,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -180,7 +181,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -193,7 +194,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -213,7 +214,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -231,7 +232,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -249,7 +250,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -266,7 +267,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -283,7 +284,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -301,7 +302,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -319,7 +320,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -350,7 +351,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -368,7 +369,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -385,7 +386,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -402,7 +403,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -420,7 +421,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -438,7 +439,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -463,7 +464,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -491,7 +492,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -521,7 +522,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -549,7 +550,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -575,7 +576,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -603,7 +604,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -633,7 +634,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -663,7 +664,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -713,7 +714,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -743,7 +744,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -769,7 +770,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -797,7 +798,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -827,7 +828,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -857,7 +858,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -898,7 +899,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -912,7 +913,7 @@ def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += -_p0*(-_p2 + _q2) - _p1*_qd2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -922,7 +923,7 @@ def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += -_p0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -932,19 +933,23 @@ def _e3_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += -_p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_gp: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
     _i1 = IQ[k, 1]
     _i2 = IQ[k, 2]
     _q2 = q[_i2]
+    _qd2 = qd[_i2]
     _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
     _p2 = p[IP[k, 2]]
-    out[1] += (1/2)*_p0*(-_p2 + _q2)**2
+    _c0 = -_p2 + _q2
+    out[1] += (1/2)*_c0**2*_p0
+    out[2] += _qd2*(-_c0*_p0 + (1/2)*_p0*(-2*_p2 + 2*_q2) - _p1*_qd2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type rsda_gp: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -958,7 +963,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += -_p0*(-_p2 + _q2) - _p1*_qd2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_gp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -968,7 +973,7 @@ def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_p0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_gp: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -978,7 +983,7 @@ def _e3_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -999,7 +1004,7 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5] += -_c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1016,7 +1021,7 @@ def _e4_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1033,7 +1038,7 @@ def _e4_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type rsda_pp: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1043,13 +1048,21 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     _i4 = IQ[k, 4]
     _i5 = IQ[k, 5]
     _q2 = q[_i2]
+    _qd2 = qd[_i2]
     _q5 = q[_i5]
+    _qd5 = qd[_i5]
     _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
     _p2 = p[IP[k, 2]]
-    out[1] += (1/2)*_p0*(-_p2 - _q2 + _q5)**2
+    _c0 = -_p2 - _q2 + _q5
+    _c1 = (1/2)*_p0
+    _c2 = 2*_p2 + 2*_q2 - 2*_q5
+    _c3 = _c0*_p0 + _p1*(-_qd2 + _qd5)
+    out[1] += _c0**2*_c1
+    out[2] += _qd2*(_c1*_c2 + _c3) + _qd5*(-1/2*_c2*_p0 - _c3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type rsda_pp: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1070,7 +1083,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i5] += -_c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_pp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1087,7 +1100,7 @@ def _e4_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_pp: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1104,7 +1117,7 @@ def _e4_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1117,7 +1130,7 @@ def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i1] += _p0*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1131,7 +1144,7 @@ def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_p: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1144,7 +1157,7 @@ def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i1] += _p0*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -1154,7 +1167,7 @@ def phi(t, q, p, out):
         _e2_phi(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -1164,19 +1177,19 @@ def phi_q(t, q, p, out):
         _e2_phi_q(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -1186,7 +1199,7 @@ def gamma(t, q, qd, p, out):
         _e2_gamma(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -1194,7 +1207,7 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
@@ -1206,13 +1219,13 @@ def force(t, q, qd, p, out):
         _e5_force(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -1222,7 +1235,7 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
@@ -1232,7 +1245,7 @@ def force_q(t, q, qd, p, out):
         _e4_force_q(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
@@ -1242,7 +1255,7 @@ def force_qd(t, q, qd, p, out):
         _e4_force_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -1252,7 +1265,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -1262,7 +1275,7 @@ def gamma_q(t, q, qd, p, out):
         _e2_gamma_q(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -1272,9 +1285,9 @@ def gamma_qd(t, q, qd, p, out):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
@@ -1286,7 +1299,7 @@ def energy(t, q, qd, p, out):
         _e5_energy(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -1309,7 +1322,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e5_dynamics(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1319,7 +1332,7 @@ def phi_q_values(t, q, p, out):
         _e2_phi_q_values(t, q, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -1327,13 +1340,13 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1343,7 +1356,7 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1353,7 +1366,7 @@ def force_q_values(t, q, qd, p, out):
         _e4_force_q_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_FORCE_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1363,7 +1376,7 @@ def force_qd_values(t, q, qd, p, out):
         _e4_force_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_FORCE_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1373,7 +1386,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1383,7 +1396,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e2_gamma_q_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1393,7 +1406,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1403,67 +1416,67 @@ def reactions(t, q, lam, p, out):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

@@ -29,14 +29,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = 'crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)'
 N_COORDINATES = 9
 N_CONSTRAINTS = 9
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 7
 
@@ -127,7 +128,7 @@ E3_PHI_Q_POS = _DATA["E3_PHI_Q_POS"]
 E3_RR = _DATA["E3_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -140,7 +141,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -154,7 +155,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -167,7 +168,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -180,7 +181,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -200,7 +201,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -218,7 +219,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -236,7 +237,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -253,7 +254,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -270,7 +271,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -288,7 +289,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -306,7 +307,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -337,7 +338,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -355,7 +356,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -372,7 +373,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -389,7 +390,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -407,7 +408,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -425,7 +426,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -450,7 +451,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -478,7 +479,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -508,7 +509,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -536,7 +537,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -562,7 +563,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -590,7 +591,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -620,7 +621,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -650,7 +651,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -700,7 +701,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -730,7 +731,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -756,7 +757,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -784,7 +785,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -814,7 +815,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -844,7 +845,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -885,7 +886,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type angle_driver_p: phi of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -898,7 +899,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += -_p0 - _p1*t + _q2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type angle_driver_p: phi_q of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -908,7 +909,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_t(t, q, p, IQ, IP, IR, k, out):
     """Element type angle_driver_p: phi_t of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -919,7 +920,7 @@ def _e3_phi_t(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += -_p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_nu(t, q, p, IQ, IP, IR, k, out):
     """Element type angle_driver_p: nu of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -930,7 +931,7 @@ def _e3_nu(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type angle_driver_p: dynamics of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -945,7 +946,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_t[_r + 0] += -_p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type angle_driver_p: phi_q values of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -955,7 +956,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type angle_driver_p: joint reactions of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -969,7 +970,7 @@ def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -981,7 +982,7 @@ def phi(t, q, p, out):
         _e3_phi(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -993,7 +994,7 @@ def phi_q(t, q, p, out):
         _e3_phi_q(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
@@ -1001,7 +1002,7 @@ def phi_t(t, q, p, out):
         _e3_phi_t(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
@@ -1009,7 +1010,7 @@ def nu(t, q, p, out):
         _e3_nu(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -1019,7 +1020,7 @@ def gamma(t, q, qd, p, out):
         _e2_gamma(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -1027,19 +1028,19 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -1049,19 +1050,19 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -1071,7 +1072,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -1081,7 +1082,7 @@ def gamma_q(t, q, qd, p, out):
         _e2_gamma_q(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -1091,15 +1092,15 @@ def gamma_qd(t, q, qd, p, out):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -1118,7 +1119,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1130,7 +1131,7 @@ def phi_q_values(t, q, p, out):
         _e3_phi_q_values(t, q, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -1138,13 +1139,13 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1154,19 +1155,19 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1176,7 +1177,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1186,7 +1187,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e2_gamma_q_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1196,7 +1197,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1208,67 +1209,67 @@ def reactions(t, q, lam, p, out):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

@@ -30,14 +30,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = 'Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies'
 N_COORDINATES = 6
 N_CONSTRAINTS = 5
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 4
 
@@ -135,7 +136,7 @@ E4_IR = _DATA["E4_IR"]
 E4_RR = _DATA["E4_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -148,7 +149,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_body_p: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -162,7 +163,7 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2) + (1/2)*_p1*_qd2**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_body_p: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -175,7 +176,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i2, _i2] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type planar_body_p: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -188,7 +189,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 2]] += _p1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -208,7 +209,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*_p2 - _c1*_p3 + _p1 - _q1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -226,7 +227,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -244,7 +245,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -261,7 +262,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -278,7 +279,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -296,7 +297,7 @@ def _e1_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -314,7 +315,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i2] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -345,7 +346,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c3*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -363,7 +364,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0*_p3 - _c1*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -380,7 +381,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_c0*_p3 + _c1*_p2) + _lam1*(_c0*_p2 + _c1*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -397,7 +398,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _a2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -415,7 +416,7 @@ def _e1_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c0*(-_c1*_p3 + _c2*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -433,7 +434,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += -_c2*(_c0*_p3 + _c1*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -458,7 +459,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -486,7 +487,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1] += _c0*_p1 - _c1*_p2 + _c2*_p0 - _c3*_p3 + _q1 - _q4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -516,7 +517,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -544,7 +545,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1] += -_c0*(-_c1*_p1 - _c2*_p0) - _c3*(_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -570,7 +571,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i5, _i5] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -598,7 +599,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -628,7 +629,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_pp: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -658,7 +659,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 1, _i5] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_pp: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -708,7 +709,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 1] += -_c10*_c13 - _c12*_c9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -738,7 +739,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c2*_p3 - _c3*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -764,7 +765,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _lam0*(-_c2*_p3 + _c3*_p2) + _lam1*(_c2*_p2 + _c3*_p3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -792,7 +793,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _a5*(_c2*_p3 + _c3*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -822,7 +823,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c3*(-_c4*_p3 + _c5*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -852,7 +853,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -_c5*(_c3*_p3 + _c4*_p2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_pp: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -893,7 +894,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c7
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -908,7 +909,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += _p0*math.sin(_q2) + _p1*math.cos(_q2) - _p2 + _q1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -922,7 +923,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += _p0*math.cos(_q2) - _p1*math.sin(_q2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -936,7 +937,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0] += -_qd2**2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -950,7 +951,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i2, _i2] += _lam0*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -964,7 +965,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += _a2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -978,7 +979,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += -_qd2**2*(-_p0*math.cos(_q2) + _p1*math.sin(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type absolute_y_p: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -992,7 +993,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i2] += -2*_qd2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type absolute_y_p: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1014,7 +1015,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 0] += _c2*_qd2**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1028,7 +1029,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 1]] += _p0*math.cos(_q2) - _p1*math.sin(_q2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1042,7 +1043,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _lam0*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1056,7 +1057,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += _a2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1070,7 +1071,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -_qd2**2*(-_p0*math.cos(_q2) + _p1*math.sin(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type absolute_y_p: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1084,7 +1085,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 0]] += -2*_qd2*(-_p0*math.sin(_q2) - _p1*math.cos(_q2))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type absolute_y_p: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1107,7 +1108,7 @@ def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1120,7 +1121,7 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i1] += _p0*_p2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type planar_gravity_p: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1134,7 +1135,7 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_p: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1147,7 +1148,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i1] += _p0*_p2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -1159,7 +1160,7 @@ def phi(t, q, p, out):
         _e3_phi(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -1171,19 +1172,19 @@ def phi_q(t, q, p, out):
         _e3_phi_q(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -1195,7 +1196,7 @@ def gamma(t, q, qd, p, out):
         _e3_gamma(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -1203,7 +1204,7 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
@@ -1211,13 +1212,13 @@ def force(t, q, qd, p, out):
         _e4_force(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -1229,19 +1230,19 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -1253,7 +1254,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -1265,7 +1266,7 @@ def gamma_q(t, q, qd, p, out):
         _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -1277,9 +1278,9 @@ def gamma_qd(t, q, qd, p, out):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
@@ -1287,7 +1288,7 @@ def energy(t, q, qd, p, out):
         _e4_energy(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -1308,7 +1309,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1320,7 +1321,7 @@ def phi_q_values(t, q, p, out):
         _e3_phi_q_values(t, q, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -1328,13 +1329,13 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1346,19 +1347,19 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1370,7 +1371,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1382,7 +1383,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -1394,7 +1395,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1406,67 +1407,67 @@ def reactions(t, q, lam, p, out):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

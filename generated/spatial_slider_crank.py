@@ -31,14 +31,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
 N_COORDINATES = 21
 N_CONSTRAINTS = 20
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 6
 
@@ -168,7 +169,7 @@ E5_IR = _DATA["E5_IR"]
 E5_RR = _DATA["E5_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -186,7 +187,7 @@ def _e0_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += _q3**2 + _q4**2 + _q5**2 + _q6**2 - 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -207,7 +208,7 @@ def _e0_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += 2*_q6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: gamma of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -225,7 +226,7 @@ def _e0_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0] += -2*_qd3**2 - 2*_qd4**2 - 2*_qd5**2 - 2*_qd6**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -281,7 +282,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -325,7 +326,7 @@ def _e0_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6] += _c13*_q4 + _c15*_q5 + _c8*_q3 + _q6*(_c0*_c10 + _c14*_c2 + _c5*_c9)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: mass_a_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -401,7 +402,7 @@ def _e0_mass_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += -_a3*_c19 - _a4*_c17 - _a5*_c12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q_lam_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -420,7 +421,7 @@ def _e0_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -472,7 +473,7 @@ def _e0_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force_qd of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -548,7 +549,7 @@ def _e0_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += -_c12*_q5 - _c17*_q4 - _c19*_q3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q_a_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -569,7 +570,7 @@ def _e0_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += 2*_a6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: gamma_qd of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -590,7 +591,7 @@ def _e0_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += -4*_qd6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -620,10 +621,27 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     _c1 = 2*_qd3
     _c2 = 2*_qd6
     _c3 = 2*_qd5
+    _c4 = 8*_p1
+    _c5 = _c4*_qd4
+    _c6 = 8*_p3
+    _c7 = _qd5*_qd6
+    _c8 = -_c5*_qd3 - _c6*_c7 + 8*_p2*_qd5*_qd6
+    _c9 = 8*_p2
+    _c10 = _c9*_qd5
+    _c11 = -_c10*_qd3 - _c5*_qd6 + 8*_p3*_qd4*_qd6
+    _c12 = -_c10*_qd4 - _c6*_qd3*_qd6 + 8*_p1*_qd4*_qd5
+    _c13 = _qd4**2
+    _c14 = _qd5**2
+    _c15 = _qd6**2
+    _c16 = -_c6*_qd4*_qd5 - _c9*_qd3*_qd6 + 8*_p1*_qd3*_qd6
+    _c17 = -_c4*_qd3*_qd5 - _c9*_qd4*_qd6 + 8*_p3*_qd3*_qd5
+    _c18 = _qd3**2
+    _c19 = -_c4*_c7 - _c6*_qd3*_qd4 + 8*_p2*_qd3*_qd4
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2 + _qd2**2) + (1/2)*_p1*(_c0*_q3 - _c1*_q4 - _c2*_q5 + _c3*_q6)**2 + (1/2)*_p2*(-_c0*_q6 - _c1*_q5 + _c2*_q4 + _c3*_q3)**2 + (1/2)*_p3*(_c0*_q5 - _c1*_q6 + _c2*_q3 - _c3*_q4)**2
+    out[2] += _qd3*(_c11*_q5 + _c12*_q6 + _c8*_q4 + _q3*(_c13*_c4 + _c14*_c9 + _c15*_c6)) + _qd4*(_c16*_q5 + _c17*_q6 + _c8*_q3 + _q4*(_c14*_c6 + _c15*_c9 + _c18*_c4)) + _qd5*(_c11*_q3 + _c16*_q4 + _c19*_q6 + _q5*(_c13*_c6 + _c15*_c4 + _c18*_c9)) + _qd6*(_c12*_q3 + _c17*_q4 + _c19*_q5 + _q6*(_c13*_c9 + _c14*_c4 + _c18*_c6))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spatial_body_s: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -709,7 +727,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 0] += -2*_c25 - 2*_c26 - 2*_c27 - 2*_c30
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -730,7 +748,7 @@ def _e0_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += 2*_q6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -786,7 +804,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 18]] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: mass_a_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -862,7 +880,7 @@ def _e0_mass_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += -_a3*_c19 - _a4*_c17 - _a5*_c12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q_lam_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -881,7 +899,7 @@ def _e0_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: force_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -933,7 +951,7 @@ def _e0_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: force_qd values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -1009,7 +1027,7 @@ def _e0_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += -_c12*_q5 - _c17*_q4 - _c19*_q3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q_a_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -1030,7 +1048,7 @@ def _e0_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += 2*_a6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: gamma_qd values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -1051,7 +1069,7 @@ def _e0_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -4*_qd6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1109,7 +1127,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c15*(-_p11*_p6 + _p8*_p9) + _c16*(_p10*_p6 - _p7*_p9) + _c17*(-_p10*_p8 + _p11*_p7)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1208,7 +1226,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _c41*_c46 + _c42*_c45 + _c43*_c44
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1297,7 +1315,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd3*(-_c44*_qd4 - _c51*_qd5 - _c54*_qd6 - _qd3*(_c39 + _c50 + _c53)) + _qd4*(-_c39*_qd4 - _c44*_qd3 - _c47*_qd5 - _c49*_qd6) + _qd5*(-_c47*_qd4 - _c50*_qd5 - _c51*_qd3 - _c52*_qd6) + _qd6*(-_c49*_qd4 - _c52*_qd5 - _c53*_qd6 - _c54*_qd3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1384,7 +1402,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1490,7 +1508,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1608,7 +1626,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1792,7 +1810,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c101*_qd4 - _c108*_qd5 - _c111*_qd6 - _qd3*(_c107 + _c110 + _c98)) + _qd4*(-_c101*_qd3 - _c104*_qd5 - _c106*_qd6 - _c98*_qd4) + _qd5*(-_c104*_qd4 - _c107*_qd5 - _c108*_qd3 - _c109*_qd6) + _qd6*(-_c106*_qd4 - _c109*_qd5 - _c110*_qd6 - _c111*_qd3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1891,7 +1909,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 22]] += _c41*_c46 + _c42*_c45 + _c43*_c44
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1978,7 +1996,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2084,7 +2102,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2202,7 +2220,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2322,7 +2340,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c66
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2377,7 +2395,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2] += _p0*(-_c2 + 2*_q4*_q6) + _p1*(_c10 + 2*_q5*_q6) + _p2*(_c8 + 2*_q6**2) - _p3*(-_c6 + 2*_q11*_q13) - _p4*(_c11 + 2*_q12*_q13) - _p5*(_c9 + 2*_q13**2) + _q2 - _q9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2478,7 +2496,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += -_c16 - _c33 - _c36*_q13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2552,7 +2570,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2] += _qd10*(_c1 - _c25 + _c35*_qd10) + _qd11*(_c29 + _c4) + _qd12*(-_c13 - _c26) + _qd13*(_c15 + _c31 + _c35*_qd13) + _qd3*(_c27 - _c36*_qd3 - _c7) + _qd4*(-_c10 - _c32) + _qd5*(_c19 + _c28) + _qd6*(-_c22 - _c34 - _c36*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2648,7 +2666,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c22
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2744,7 +2762,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += -_a13*_c37 - _c16 - _c34
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2839,7 +2857,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3000,7 +3018,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3101,7 +3119,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 29]] += -_c16 - _c33 - _c36*_q13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3197,7 +3215,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += -_c22
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3293,7 +3311,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += -_a13*_c37 - _c16 - _c34
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3388,7 +3406,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type spherical_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3540,7 +3558,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c83
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3620,7 +3638,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 3] += (_c11*_p11 + _c15*_p9 + _c8*_p10)*(_c13*_p6 + _c2*_p7 + _c5*_p8) + (_c16*_p6 + _c18*_p8 + _c22*_p7)*(_c19*_p9 + _c21*_p11 + _c23*_p10) + (_c24*_p6 + _c25*_p7 + _c28*_p8)*(_c26*_p9 + _c27*_p10 + _c29*_p11)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3780,7 +3798,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _c68*(_c74 + _c80) + _c72*(_c78 + _c81 + 4*_p11*_q13) + _c75*(-_c62 - _c76)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3994,7 +4012,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3] += _qd10*(-_c116*_qd12 - _c129*_qd13 - _c140*_qd4 - _c155*_qd5 - _c159*_qd6 - _c161*_qd3 - _c97*_qd11 - _qd10*(_c104 + _c119 + _c44)) + _qd11*(-_c102*_qd13 - _c44*_qd11 - _c68*_qd4 - _c78*_qd5 - _c85*_qd6 - _c90*_qd3 - _c97*_qd10 - _c99*_qd12) + _qd12*(-_c104*_qd12 - _c112*_qd4 - _c113*_qd5 - _c114*_qd6 - _c115*_qd3 - _c116*_qd10 - _c117*_qd13 - _c99*_qd11) + _qd13*(-_c102*_qd11 - _c117*_qd12 - _c119*_qd13 - _c125*_qd4 - _c126*_qd5 - _c127*_qd6 - _c128*_qd3 - _c129*_qd10) + _qd3*(-_c115*_qd12 - _c128*_qd13 - _c148*_qd4 - _c156*_qd5 - _c160*_qd6 - _c161*_qd10 - _c90*_qd11 - _qd3*(_c136 + _c154 + _c158)) + _qd4*(-_c112*_qd12 - _c125*_qd13 - _c136*_qd4 - _c140*_qd10 - _c148*_qd3 - _c151*_qd5 - _c153*_qd6 - _c68*_qd11) + _qd5*(-_c113*_qd12 - _c126*_qd13 - _c151*_qd4 - _c154*_qd5 - _c155*_qd10 - _c156*_qd3 - _c157*_qd6 - _c78*_qd11) + _qd6*(-_c114*_qd12 - _c127*_qd13 - _c153*_qd4 - _c157*_qd5 - _c158*_qd6 - _c159*_qd10 - _c160*_qd3 - _c85*_qd11)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4249,7 +4267,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c118 + 4*_c126*_lam3*_p11
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4492,7 +4510,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _a10*_c156 + _a11*_c161 + _a12*_c162 + _a13*_c158 + _a3*_c83 + _a4*_c119 + _a5*_c130 + _a6*_c138
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4753,7 +4771,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _c115*_qd3 + _c148*_qd4 + _c177*_qd5 + _c202*_qd6 + _c207*_qd10 + _c209*_qd11 + _c210*_qd12 + _qd13*(-_c113*_qd3 - _c145*_qd4 - _c174*_qd5 - _c200*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5022,7 +5040,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += -_c124*_qd4 + _c127*_qd4 - _c141*_qd5 + _c144*_qd5 - _c154*_qd6 + _c157*_qd6 - 8*_c164*_p11*_qd13 + _c179*_qd10 - _c180*_qd10 - _c184*_qd11 + _c186*_qd11 - _c187*_qd12 + _c188*_qd12 - _c82*_qd3 + _c85*_qd3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type universal_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5327,7 +5345,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 3] += _qd10*(-_c166*_qd11 - _c177*_qd12 - _c184*_qd13 - _c186*_qd4 - _c198*_qd5 - _c202*_qd6 - _c204*_qd3 - _qd10*(_c157 + _c172 + _c179)) + _qd11*(-_c157*_qd11 - _c158*_qd4 - _c159*_qd5 - _c160*_qd6 - _c161*_qd3 - _c166*_qd10 - _c168*_qd12 - _c171*_qd13) + _qd12*(-_c168*_qd11 - _c172*_qd12 - _c173*_qd4 - _c174*_qd5 - _c175*_qd6 - _c176*_qd3 - _c177*_qd10 - _c178*_qd13) + _qd13*(-_c171*_qd11 - _c178*_qd12 - _c179*_qd13 - _c180*_qd4 - _c181*_qd5 - _c182*_qd6 - _c183*_qd3 - _c184*_qd10) + _qd3*(-_c161*_qd11 - _c176*_qd12 - _c183*_qd13 - _c191*_qd4 - _c199*_qd5 - _c203*_qd6 - _c204*_qd10 - _qd3*(_c185 + _c197 + _c201)) + _qd4*(-_c158*_qd11 - _c173*_qd12 - _c180*_qd13 - _c185*_qd4 - _c186*_qd10 - _c191*_qd3 - _c194*_qd5 - _c196*_qd6) + _qd5*(-_c159*_qd11 - _c174*_qd12 - _c181*_qd13 - _c194*_qd4 - _c197*_qd5 - _c198*_qd10 - _c199*_qd3 - _c200*_qd6) + _qd6*(-_c160*_qd11 - _c175*_qd12 - _c182*_qd13 - _c196*_qd4 - _c200*_qd5 - _c201*_qd6 - _c202*_qd10 - _c203*_qd3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5487,7 +5505,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 37]] += _c68*(_c74 + _c80) + _c72*(_c78 + _c81 + 4*_p11*_q13) + _c75*(-_c62 - _c76)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5742,7 +5760,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c118 + 4*_c126*_lam3*_p11
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5985,7 +6003,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += _a10*_c156 + _a11*_c161 + _a12*_c162 + _a13*_c158 + _a3*_c83 + _a4*_c119 + _a5*_c130 + _a6*_c138
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6246,7 +6264,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c115*_qd3 + _c148*_qd4 + _c177*_qd5 + _c202*_qd6 + _c207*_qd10 + _c209*_qd11 + _c210*_qd12 + _qd13*(-_c113*_qd3 - _c145*_qd4 - _c174*_qd5 - _c200*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6515,7 +6533,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += -_c124*_qd4 + _c127*_qd4 - _c141*_qd5 + _c144*_qd5 - _c154*_qd6 + _c157*_qd6 - 8*_c164*_p11*_qd13 + _c179*_qd10 - _c180*_qd10 - _c184*_qd11 + _c186*_qd11 - _c187*_qd12 + _c188*_qd12 - _c82*_qd3 + _c85*_qd3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type universal_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6706,7 +6724,7 @@ def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c117
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6776,7 +6794,7 @@ def _e4_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _p10*(_c24*_c5 + _c25*_c3 + _c26*_c7) + _p11*(_c10*_c25 + _c11*_c26 + _c12*_c24) + _p9*(_c14*_c26 + _c15*_c24 + _c16*_c25)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6914,7 +6932,7 @@ def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _p10*(_c71 + _c78) + _p11*(_c30*_c63 + _c76 + _c79) + _p9*(-_c64 - _c75)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_gs: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7037,7 +7055,7 @@ def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd3*(-_c75*_qd4 - _c82*_qd5 - _c85*_qd6 - _qd3*(_c70 + _c81 + _c84)) + _qd4*(-_c70*_qd4 - _c75*_qd3 - _c78*_qd5 - _c80*_qd6) + _qd5*(-_c78*_qd4 - _c81*_qd5 - _c82*_qd3 - _c83*_qd6) + _qd6*(-_c80*_qd4 - _c83*_qd5 - _c84*_qd6 - _c85*_qd3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7147,7 +7165,7 @@ def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c17*_lam1 + _c20*_lam3 + _c22*_lam4 + _c3*_lam0 + _c9*_lam2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7285,7 +7303,7 @@ def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c79 + _a4*_c84 + _a5*_c85 + _a6*_c81
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7461,7 +7479,7 @@ def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c110*_qd3 + _c113*_qd3 - 2*_c115*_qd6 - _c119*_qd4 + _c121*_qd4 - _c122*_qd5 + _c123*_qd5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type translational_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7720,7 +7738,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c170*_qd4 - _c177*_qd5 - _c180*_qd6 - _qd3*(_c165 + _c176 + _c179)) + _qd4*(-_c165*_qd4 - _c170*_qd3 - _c173*_qd5 - _c175*_qd6) + _qd5*(-_c173*_qd4 - _c176*_qd5 - _c177*_qd3 - _c178*_qd6) + _qd6*(-_c175*_qd4 - _c178*_qd5 - _c179*_qd6 - _c180*_qd3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7858,7 +7876,7 @@ def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 25]] += _p10*(_c71 + _c78) + _p11*(_c30*_c63 + _c76 + _c79) + _p9*(-_c64 - _c75)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7968,7 +7986,7 @@ def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c17*_lam1 + _c20*_lam3 + _c22*_lam4 + _c3*_lam0 + _c9*_lam2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8106,7 +8124,7 @@ def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c79 + _a4*_c84 + _a5*_c85 + _a6*_c81
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8282,7 +8300,7 @@ def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c110*_qd3 + _c113*_qd3 - 2*_c115*_qd6 - _c119*_qd4 + _c121*_qd4 - _c122*_qd5 + _c123*_qd5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type translational_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8437,7 +8455,7 @@ def _e4_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c98
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_gravity_s: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -8456,7 +8474,7 @@ def _e5_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += _p0*_p3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_gravity_s: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -8476,7 +8494,7 @@ def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1 + _p3*_q2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spatial_gravity_s: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -8495,7 +8513,7 @@ def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += _p0*_p3
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -8511,7 +8529,7 @@ def phi(t, q, p, out):
         _e4_phi(t, q, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -8527,19 +8545,19 @@ def phi_q(t, q, p, out):
         _e4_phi_q(t, q, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -8555,7 +8573,7 @@ def gamma(t, q, qd, p, out):
         _e4_gamma(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -8563,7 +8581,7 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
@@ -8573,7 +8591,7 @@ def force(t, q, qd, p, out):
         _e5_force(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -8581,7 +8599,7 @@ def mass_a_q(t, q, a, p, out):
         _e0_mass_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -8597,7 +8615,7 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e4_phi_q_lam_q(t, q, lam, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
@@ -8605,7 +8623,7 @@ def force_q(t, q, qd, p, out):
         _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
@@ -8613,7 +8631,7 @@ def force_qd(t, q, qd, p, out):
         _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -8629,7 +8647,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e4_phi_q_a_q(t, q, a, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -8637,7 +8655,7 @@ def gamma_q(t, q, qd, p, out):
         _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -8653,9 +8671,9 @@ def gamma_qd(t, q, qd, p, out):
         _e4_gamma_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
@@ -8663,7 +8681,7 @@ def energy(t, q, qd, p, out):
         _e5_energy(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -8686,7 +8704,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e5_dynamics(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8702,7 +8720,7 @@ def phi_q_values(t, q, p, out):
         _e4_phi_q_values(t, q, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -8710,7 +8728,7 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8718,7 +8736,7 @@ def mass_a_q_values(t, q, a, p, out):
         _e0_mass_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_MASS_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8734,7 +8752,7 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e4_phi_q_lam_q_values(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8742,7 +8760,7 @@ def force_q_values(t, q, qd, p, out):
         _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -8750,7 +8768,7 @@ def force_qd_values(t, q, qd, p, out):
         _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8766,7 +8784,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e4_phi_q_a_q_values(t, q, a, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8774,7 +8792,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -8790,7 +8808,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e4_gamma_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -8804,67 +8822,67 @@ def reactions(t, q, lam, p, out):
         _e4_reactions(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

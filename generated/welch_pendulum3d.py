@@ -30,14 +30,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "966be78283d459e8"
-ABI_HASH = "5fdc715da8e7836a"
+COMPILER_HASH = "e4d2c138ab2f39a0"
+ABI_HASH = "cf7b608edf4f9e1f"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = 'Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)'
 N_COORDINATES = 21
 N_CONSTRAINTS = 14
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
+HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
 N_REACTIONS = 5
 
@@ -152,7 +153,7 @@ E4_IR = _DATA["E4_IR"]
 E4_RR = _DATA["E4_RR"]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -170,7 +171,7 @@ def _e0_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0] += _q3**2 + _q4**2 + _q5**2 + _q6**2 - 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -191,7 +192,7 @@ def _e0_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += 2*_q6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: gamma of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -209,7 +210,7 @@ def _e0_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0] += -2*_qd3**2 - 2*_qd4**2 - 2*_qd5**2 - 2*_qd6**2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: mass of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -265,7 +266,7 @@ def _e0_mass(t, q, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -309,7 +310,7 @@ def _e0_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6] += _c13*_q4 + _c15*_q5 + _c8*_q3 + _q6*(_c0*_c10 + _c14*_c2 + _c5*_c9)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: mass_a_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -385,7 +386,7 @@ def _e0_mass_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += -_a3*_c19 - _a4*_c17 - _a5*_c12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q_lam_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -404,7 +405,7 @@ def _e0_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -456,7 +457,7 @@ def _e0_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: force_qd of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -532,7 +533,7 @@ def _e0_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += -_c12*_q5 - _c17*_q4 - _c19*_q3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: phi_q_a_q of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -553,7 +554,7 @@ def _e0_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += 2*_a6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: gamma_qd of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -574,7 +575,7 @@ def _e0_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 0, _i6] += -4*_qd6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_body_s: energy of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -604,10 +605,27 @@ def _e0_energy(t, q, qd, p, IQ, IP, IR, k, out):
     _c1 = 2*_qd3
     _c2 = 2*_qd6
     _c3 = 2*_qd5
+    _c4 = 8*_p1
+    _c5 = _c4*_qd4
+    _c6 = 8*_p3
+    _c7 = _qd5*_qd6
+    _c8 = -_c5*_qd3 - _c6*_c7 + 8*_p2*_qd5*_qd6
+    _c9 = 8*_p2
+    _c10 = _c9*_qd5
+    _c11 = -_c10*_qd3 - _c5*_qd6 + 8*_p3*_qd4*_qd6
+    _c12 = -_c10*_qd4 - _c6*_qd3*_qd6 + 8*_p1*_qd4*_qd5
+    _c13 = _qd4**2
+    _c14 = _qd5**2
+    _c15 = _qd6**2
+    _c16 = -_c6*_qd4*_qd5 - _c9*_qd3*_qd6 + 8*_p1*_qd3*_qd6
+    _c17 = -_c4*_qd3*_qd5 - _c9*_qd4*_qd6 + 8*_p3*_qd3*_qd5
+    _c18 = _qd3**2
+    _c19 = -_c4*_c7 - _c6*_qd3*_qd4 + 8*_p2*_qd3*_qd4
     out[0] += (1/2)*_p0*(_qd0**2 + _qd1**2 + _qd2**2) + (1/2)*_p1*(_c0*_q3 - _c1*_q4 - _c2*_q5 + _c3*_q6)**2 + (1/2)*_p2*(-_c0*_q6 - _c1*_q5 + _c2*_q4 + _c3*_q3)**2 + (1/2)*_p3*(_c0*_q5 - _c1*_q6 + _c2*_q3 - _c3*_q4)**2
+    out[2] += _qd3*(_c11*_q5 + _c12*_q6 + _c8*_q4 + _q3*(_c13*_c4 + _c14*_c9 + _c15*_c6)) + _qd4*(_c16*_q5 + _c17*_q6 + _c8*_q3 + _q4*(_c14*_c6 + _c15*_c9 + _c18*_c4)) + _qd5*(_c11*_q3 + _c16*_q4 + _c19*_q6 + _q5*(_c13*_c6 + _c15*_c4 + _c18*_c9)) + _qd6*(_c12*_q3 + _c17*_q4 + _c19*_q5 + _q6*(_c13*_c9 + _c14*_c4 + _c18*_c6))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spatial_body_s: dynamics of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -693,7 +711,7 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 0] += -2*_c25 - 2*_c26 - 2*_c27 - 2*_c30
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -714,7 +732,7 @@ def _e0_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += 2*_q6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: mass values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -770,7 +788,7 @@ def _e0_mass_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 18]] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_mass_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: mass_a_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -846,7 +864,7 @@ def _e0_mass_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += -_a3*_c19 - _a4*_c17 - _a5*_c12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q_lam_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -865,7 +883,7 @@ def _e0_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += _c0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: force_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -917,7 +935,7 @@ def _e0_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c0*_c3 + _c1*_c2 + _c12*_c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: force_qd values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -993,7 +1011,7 @@ def _e0_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += -_c12*_q5 - _c17*_q4 - _c19*_q3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: phi_q_a_q values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -1014,7 +1032,7 @@ def _e0_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += 2*_a6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e0_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spatial_body_s: gamma_qd values of one instance k (body)."""
     _i0 = IQ[k, 0]
@@ -1035,7 +1053,7 @@ def _e0_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 3]] += -4*_qd6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1070,7 +1088,7 @@ def _e1_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2] += _p2 - _p3*(-_c2 + 2*_q4*_q6) - _p4*(_c5 + 2*_q5*_q6) - _p5*(_c4 + 2*_q6**2) - _q2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1124,7 +1142,7 @@ def _e1_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2, _i6] += -_c16 - _c18*_q6 - _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1165,7 +1183,7 @@ def _e1_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2] += _qd3*(_c1 - _c12 + _c17*_qd3) + _qd4*(_c14 + _c4) + _qd5*(-_c13 - _c7) + _qd6*(_c16 + _c17*_qd6 + _c9)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1217,7 +1235,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += -_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1269,7 +1287,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 2, _i6] += -_a6*_c19 - _c17 - _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1319,7 +1337,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2, _i6] += _c15 + _c17*_qd6 + _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1408,7 +1426,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 2] += _qd3*(_c22*_qd3 + _c24 - _c34) + _qd4*(_c27 + _c36) + _qd5*(-_c29 - _c35) + _qd6*(_c22*_qd6 + _c31 + _c37)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_gs: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1462,7 +1480,7 @@ def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 14]] += -_c16 - _c18*_q6 - _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_gs: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1514,7 +1532,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += -_c2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1566,7 +1584,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 11]] += -_a6*_c19 - _c17 - _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1616,7 +1634,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 11]] += _c15 + _c17*_qd6 + _c5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type spherical_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1697,7 +1715,7 @@ def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c38
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1752,7 +1770,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2] += _p0*(-_c2 + 2*_q4*_q6) + _p1*(_c10 + 2*_q5*_q6) + _p2*(_c8 + 2*_q6**2) - _p3*(-_c6 + 2*_q11*_q13) - _p4*(_c11 + 2*_q12*_q13) - _p5*(_c9 + 2*_q13**2) + _q2 - _q9
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1853,7 +1871,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += -_c16 - _c33 - _c36*_q13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1927,7 +1945,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2] += _qd10*(_c1 - _c25 + _c35*_qd10) + _qd11*(_c29 + _c4) + _qd12*(-_c13 - _c26) + _qd13*(_c15 + _c31 + _c35*_qd13) + _qd3*(_c27 - _c36*_qd3 - _c7) + _qd4*(-_c10 - _c32) + _qd5*(_c19 + _c28) + _qd6*(-_c22 - _c34 - _c36*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2023,7 +2041,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c22
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2119,7 +2137,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += -_a13*_c37 - _c16 - _c34
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spherical_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2214,7 +2232,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2375,7 +2393,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2476,7 +2494,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 29]] += -_c16 - _c33 - _c36*_q13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2572,7 +2590,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += -_c22
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2668,7 +2686,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += -_a13*_c37 - _c16 - _c34
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type spherical_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2763,7 +2781,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type spherical_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2915,7 +2933,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c83
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3005,7 +3023,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c30*(_c24*_c33 + _c25*_c34 + _c28*_c35) + _c31*(_c13*_c33 + _c2*_c34 + _c35*_c5) + _c32*(_c16*_c33 + _c18*_c35 + _c22*_c34)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3220,7 +3238,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3528,7 +3546,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd10*(-_c202*_qd4 - _c216*_qd5 - _c227*_qd6 - _c234*_qd11 - _c245*_qd12 - _c249*_qd13 - _c251*_qd3 - _qd10*(_c229 + _c244 + _c248)) + _qd11*(-_c199*_qd4 - _c213*_qd5 - _c224*_qd6 - _c229*_qd11 - _c234*_qd10 - _c237*_qd12 - _c239*_qd13 - _c243*_qd3) + _qd12*(-_c200*_qd4 - _c214*_qd5 - _c225*_qd6 - _c237*_qd11 - _c244*_qd12 - _c245*_qd10 - _c246*_qd13 - _c247*_qd3) + _qd13*(-_c201*_qd4 - _c215*_qd5 - _c226*_qd6 - _c239*_qd11 - _c246*_qd12 - _c248*_qd13 - _c249*_qd10 - _c250*_qd3) + _qd3*(-_c179*_qd4 - _c204*_qd5 - _c218*_qd6 - _c243*_qd11 - _c247*_qd12 - _c250*_qd13 - _c251*_qd10 - _qd3*(_c172 + _c203 + _c217)) + _qd4*(-_c172*_qd4 - _c179*_qd3 - _c183*_qd5 - _c185*_qd6 - _c199*_qd11 - _c200*_qd12 - _c201*_qd13 - _c202*_qd10) + _qd5*(-_c183*_qd4 - _c203*_qd5 - _c204*_qd3 - _c205*_qd6 - _c213*_qd11 - _c214*_qd12 - _c215*_qd13 - _c216*_qd10) + _qd6*(-_c185*_qd4 - _c205*_qd5 - _c217*_qd6 - _c218*_qd3 - _c224*_qd11 - _c225*_qd12 - _c226*_qd13 - _c227*_qd10)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3857,7 +3875,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4204,7 +4222,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4660,7 +4678,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5063,7 +5081,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5464,7 +5482,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5679,7 +5697,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 45]] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6008,7 +6026,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6355,7 +6373,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6811,7 +6829,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7214,7 +7232,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7439,7 +7457,7 @@ def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c147
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_gravity_s: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -7458,7 +7476,7 @@ def _e4_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += _p0*_p3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type spatial_gravity_s: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -7478,7 +7496,7 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[1] += -_p0*(_p1*_q0 + _p2*_q1 + _p3*_q2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spatial_gravity_s: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -7497,7 +7515,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += _p0*_p3
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
     out[:] = 0.0
@@ -7511,7 +7529,7 @@ def phi(t, q, p, out):
         _e3_phi(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
     out[:] = 0.0
@@ -7525,19 +7543,19 @@ def phi_q(t, q, p, out):
         _e3_phi_q(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
     out[:] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma(t, q, qd, p, out):
     """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
     out[:] = 0.0
@@ -7551,7 +7569,7 @@ def gamma(t, q, qd, p, out):
         _e3_gamma(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
     out[:] = 0.0
@@ -7559,7 +7577,7 @@ def mass(t, q, p, out):
         _e0_mass(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
     out[:] = 0.0
@@ -7569,7 +7587,7 @@ def force(t, q, qd, p, out):
         _e4_force(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -7577,7 +7595,7 @@ def mass_a_q(t, q, a, p, out):
         _e0_mass_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
     out[:] = 0.0
@@ -7591,7 +7609,7 @@ def phi_q_lam_q(t, q, lam, p, out):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
@@ -7599,7 +7617,7 @@ def force_q(t, q, qd, p, out):
         _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
@@ -7607,7 +7625,7 @@ def force_qd(t, q, qd, p, out):
         _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
@@ -7621,7 +7639,7 @@ def phi_q_a_q(t, q, a, p, out):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
@@ -7629,7 +7647,7 @@ def gamma_q(t, q, qd, p, out):
         _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
@@ -7643,9 +7661,9 @@ def gamma_qd(t, q, qd, p, out):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
-    """Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V)."""
+    """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
     out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_energy(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
@@ -7653,7 +7671,7 @@ def energy(t, q, qd, p, out):
         _e4_energy(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -7674,7 +7692,7 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7688,7 +7706,7 @@ def phi_q_values(t, q, p, out):
         _e3_phi_q_values(t, q, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_values(t, q, p, out):
     """Values of mass on its static pattern MASS_ROWS/COLS."""
     out[:] = 0.0
@@ -7696,7 +7714,7 @@ def mass_values(t, q, p, out):
         _e0_mass_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mass_a_q_values(t, q, a, p, out):
     """Values of mass_a_q on its static pattern MASS_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7704,7 +7722,7 @@ def mass_a_q_values(t, q, a, p, out):
         _e0_mass_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_MASS_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_lam_q_values(t, q, lam, p, out):
     """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7718,7 +7736,7 @@ def phi_q_lam_q_values(t, q, lam, p, out):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7726,7 +7744,7 @@ def force_q_values(t, q, qd, p, out):
         _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -7734,7 +7752,7 @@ def force_qd_values(t, q, qd, p, out):
         _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def phi_q_a_q_values(t, q, a, p, out):
     """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7748,7 +7766,7 @@ def phi_q_a_q_values(t, q, a, p, out):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7756,7 +7774,7 @@ def gamma_q_values(t, q, qd, p, out):
         _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
@@ -7770,7 +7788,7 @@ def gamma_qd_values(t, q, qd, p, out):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -7782,67 +7800,67 @@ def reactions(t, q, lam, p, out):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_gcp_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
     return rt.explicit.abm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
     return rt.adaptive.vabm_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.gcp_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def derived(t, q, qd, lam, p, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out)

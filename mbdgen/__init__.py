@@ -12,6 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from mbdgen.errors import (
+    CompileError,
+    MbdgenError,
+    ModelError,
+    OutputError,
+    ResultFileError,
+    SimulationError,
+    StaleModuleError,
+)
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -22,7 +32,17 @@ _LAZY = {
     "Model": ("mbdgen.model.core", "Model"),
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "__version__",
+    "CompileError",
+    "MbdgenError",
+    "ModelError",
+    "OutputError",
+    "ResultFileError",
+    "SimulationError",
+    "StaleModuleError",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> Any:

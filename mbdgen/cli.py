@@ -1,8 +1,9 @@
 """The ``mbdgen`` command line: compile, simulate, info, bench, and the analyses.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit code;
-``--debug`` shows the traceback instead.  A run that fails or is interrupted still
-writes what it computed to the requested output file.
+``--debug`` shows the traceback instead.  A run that fails, is interrupted (Ctrl-C)
+or terminated (SIGTERM, as batch schedulers send) still writes what it computed to
+the requested output file; output paths are checked before the run starts.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import TypeVar
 
 import click
 
-from mbdgen import __version__
+from mbdgen import __version__, interrupts
 from mbdgen.errors import MbdgenError, SimulationError
 
 _T = TypeVar("_T")
 
 EXIT_ERROR = 1
-EXIT_INTERRUPT = 130
+#: A run that finished but failed its checks (--strict).
+EXIT_CHECK = 3
 
 
 class _State:
@@ -34,6 +36,10 @@ def _fail(exc: BaseException) -> None:
         traceback.print_exception(exc)
     elif isinstance(exc, MbdgenError):
         click.echo(f"error: {exc}", err=True)
+    elif isinstance(exc, OSError) and exc.strerror:
+        # the user's file system said no (a permission, a file where a folder must be)
+        where = f": {exc.filename!r}" if exc.filename else ""
+        click.echo(f"error: {exc.strerror}{where}", err=True)
     else:
         click.echo(
             f"error: {type(exc).__name__}: {exc} (internal error; rerun with --debug for the "
@@ -47,22 +53,36 @@ class _Group(click.Group):
     """Turns exceptions from any command into one-line messages."""
 
     def invoke(self, ctx: click.Context) -> object:
+        interrupts.clear()
         try:
-            return super().invoke(ctx)
+            with interrupts.interrupts_as_exceptions():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except SystemExit:
             raise
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(EXIT_INTERRUPT)
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
         except BrokenPipeError:
             # the reader went away (`mbdgen methods | head`): not an error of ours
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:
+            if interrupts.last_signal() is not None and not _State.debug:
+                _interrupted(None)  # e.g. Numba's compiler wrapped the KeyboardInterrupt
             _fail(exc)
         return None
+
+
+def _interrupted(exc: BaseException | None) -> None:
+    """End like any interrupt: one line, exit 130 (Ctrl-C) or 143 (SIGTERM).
+
+    Objects torn down half-built by the interrupt (llvmlite's, during a Numba
+    compilation) may complain from their finalizers; those complaints are silenced.
+    """
+    sys.unraisablehook = lambda unraisable: None
+    click.echo(interrupts.describe(exc), err=True)
+    sys.exit(interrupts.exit_code(exc))
 
 
 @click.group(cls=_Group)
@@ -146,6 +166,21 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--plot", "plot_path", default=None, help="Also write a plot (.png, .pdf, .svg).")
 @click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
+@click.option(
+    "--phi-tol",
+    default=1e-3,
+    show_default=True,
+    type=float,
+    help="Warn when ‖Φ‖ exceeds this at t0 or during the run.",
+)
+@click.option(
+    "--energy-tol",
+    default=1e-3,
+    show_default=True,
+    type=float,
+    help="Warn when the energy balance is off by more than this share of the energy.",
+)
+@click.option("--strict", is_flag=True, help=f"Exit {EXIT_CHECK} when a check warns (for CI use).")
 def simulate(
     model: str,
     method: str,
@@ -165,13 +200,28 @@ def simulate(
     plot_path: str | None,
     out_dir: str,
     progress: bool | None,
+    phi_tol: float,
+    energy_tol: float,
+    strict: bool,
 ) -> None:
     """Compile MODEL if needed and integrate it from its initial state."""
+    import warnings
+
     from mbdgen.compiler import compile as compile_model
     from mbdgen.methods import get_method
+    from mbdgen.plot import PLOT_SUFFIXES
+    from mbdgen.results import check_destination
+    from mbdgen.simulation import ConstraintWarning
     from mbdgen.simulation import simulate as run
 
     get_method(method)
+    if hold and not assemble:
+        raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
+    # a destination that cannot be written must fail now, not after the run
+    if output:
+        check_destination(output)
+    if plot_path:
+        check_destination(plot_path, PLOT_SUFFIXES)
     module = compile_model(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -183,33 +233,36 @@ def simulate(
         def callback(t: float, t_final: float) -> None:
             bar.update(int(1000 * t / t_final) - bar.pos)
 
+    caught: list[warnings.WarningMessage] = []
     try:
-        result = run(
-            module,
-            method=method,
-            order=order,
-            h=h,
-            t_end=t_end,
-            alpha=alpha,
-            beta=beta,
-            constraints=constraints,
-            rtol=rtol,
-            atol=atol,
-            assemble=list(hold) if assemble else False,
-            params=_parse_params(params),
-            output_every=output_every,
-            progress=callback,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConstraintWarning)
+            result = run(
+                module,
+                method=method,
+                order=order,
+                h=h,
+                t_end=t_end,
+                alpha=alpha,
+                beta=beta,
+                constraints=constraints,
+                rtol=rtol,
+                atol=atol,
+                assemble=list(hold) if assemble else False,
+                params=_parse_params(params),
+                output_every=output_every,
+                progress=callback,
+                phi_tol=phi_tol,
+                energy_tol=energy_tol,
+            )
     except SimulationError as exc:
         if bar is not None:
             bar.__exit__(None, None, None)
+        # the run's own message first, then what became of its partial result
+        click.echo(f"error: {exc}", err=True)
         if exc.result is not None and output:
-            saved = exc.result.save(output)  # type: ignore[attr-defined]
-            click.echo(f"saved the {len(exc.result)} steps computed so far to {saved}", err=True)  # type: ignore[arg-type]
-        if "interrupted" in str(exc):
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_INTERRUPT)
-        raise
+            _save_partial(exc.result, output)  # type: ignore[arg-type]
+        sys.exit(interrupts.exit_code() if exc.reason in ("interrupted", "terminated") else 1)
     if bar is not None:
         bar.__exit__(None, None, None)
     c = result.counters
@@ -220,12 +273,32 @@ def simulate(
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
     if output:
         click.echo(f"wrote {result.save(output)}")
     if plot_path:
         from mbdgen.plot import plot_result
 
         click.echo(f"wrote {plot_result(result, plot_path)}")
+    if strict and caught:
+        click.echo(f"error: --strict: {len(caught)} check(s) failed (see the warnings)", err=True)
+        sys.exit(EXIT_CHECK)
+
+
+def _save_partial(result: object, output: str) -> None:
+    """Save a stopped run's partial result, saying what was saved (or why it was not)."""
+    from mbdgen.results import Result
+
+    assert isinstance(result, Result)
+    rows, steps = len(result), result.counters.get("steps", 0)
+    span = f"t = {result.t[0]:.6g} to {result.t[-1]:.6g}" if rows else "no output row"
+    try:
+        saved = result.save(output)
+    except MbdgenError as exc:
+        click.echo(f"error: the partial result was not saved: {exc}", err=True)
+        return
+    click.echo(f"saved {rows} output row(s) ({steps} steps, {span}) to {saved}", err=True)
 
 
 @main.command()

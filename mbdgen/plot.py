@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mbdgen.results import Result
+from mbdgen.results import Result, check_destination
+
+#: File types :func:`plot_result` writes (matplotlib's vector and raster formats).
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def plot_result(result: Result, path: str | Path) -> Path:
@@ -14,8 +17,7 @@ def plot_result(result: Result, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_destination(path, PLOT_SUFFIXES)
     fig, (ax_q, ax_phi) = plt.subplots(
         2, 1, figsize=(8, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]}
     )

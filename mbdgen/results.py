@@ -1,15 +1,101 @@
-"""Simulation results: arrays over time plus counters, saved as ``.npz`` or ``.csv``."""
+"""Simulation results: arrays over time plus counters, saved as ``.npz`` or ``.csv``.
+
+Saving is atomic: a result is written to a temporary file in the destination's
+folder and renamed over the destination, so an interrupt or a full disk leaves
+either the old file or the complete new one, never a truncated one.
+:func:`check_destination` lets a caller refuse an unusable path *before* a run.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from mbdgen.errors import MbdgenError
+from mbdgen.errors import MbdgenError, OutputError, ResultFileError
+
+#: File types :meth:`Result.save` writes.
+RESULT_SUFFIXES = (".npz", ".csv")
+#: Arrays every saved ``.npz`` result holds (besides the optional energy, reactions).
+_REQUIRED = ("t", "q", "qd", "qdd", "lam", "phi_norm", "phid_norm", "meta")
+
+
+def check_destination(path: str | Path, suffixes: tuple[str, ...] = RESULT_SUFFIXES) -> Path:
+    """Check that ``path`` can be written, creating its folder; raise :class:`OutputError`.
+
+    Called before a run so that a bad ``-o`` costs nothing: the suffix must be one of
+    ``suffixes``, the path must not be a folder, its folder must be a folder (not a
+    file) that can be created and written to.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        raise OutputError(
+            f"cannot write {str(path)!r}: use a file name ending in {' or '.join(suffixes)}"
+        )
+    if path.is_dir():
+        raise OutputError(f"cannot write {str(path)!r}: it is a folder; give a file name")
+    folder = path.parent
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise OutputError(
+                    f"cannot write {str(path)!r}: {str(ancestor)!r} is a file, not a folder"
+                )
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the folder {str(folder)!r}: {exc.strerror}") from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise OutputError(f"cannot write into {str(folder)!r}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {str(path)!r}: the file is read-only")
+    return path
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the old file's, else 0o666 & ~umask
+    (``mkstemp`` creates 0o600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success rename it over ``path``.
+
+    On any exception, KeyboardInterrupt included, the temporary file is removed and
+    ``path`` is left as it was.  The data are flushed to disk before the rename.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _file_mode(path))
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @dataclass
@@ -47,6 +133,7 @@ class Result:
     constraint_names: tuple[str, ...] = ()
     _energy: np.ndarray | None = field(default=None, repr=False)
     _reactions: np.ndarray | None = field(default=None, repr=False)
+    _power: np.ndarray | None = field(default=None, repr=False)
     _derive: Any = field(default=None, repr=False, compare=False)
 
     def _derived(self) -> None:
@@ -62,6 +149,14 @@ class Result:
         return self._energy
 
     @property
+    def power(self) -> np.ndarray | None:
+        """(N,) power P of the forces V does not account for and of rheonomic
+        constraints: d(T + V)/dt = P (computed on first use)."""
+        if self._power is None:
+            self._derived()
+        return self._power
+
+    @property
     def reactions(self) -> np.ndarray | None:
         """(N, R, 12) joint reactions (computed on first use); None without joints."""
         if self._reactions is None:
@@ -74,20 +169,31 @@ class Result:
         return self._energy_checked()[:, 0]
 
     @property
+    def has_potential(self) -> bool:
+        """False when the model gave no potential energy V (stored as NaN)."""
+        energy = self.energy
+        return energy is not None and not (len(energy) and np.isnan(energy[:, 1]).all())
+
+    @property
     def potential(self) -> np.ndarray:
         """Potential energy V over time (gravity, springs)."""
-        return self._energy_checked()[:, 1]
+        return self._energy_checked(potential=True)[:, 1]
 
     @property
     def total_energy(self) -> np.ndarray:
         """T + V over time."""
-        e = self._energy_checked()
+        e = self._energy_checked(potential=True)
         return e[:, 0] + e[:, 1]
 
-    def _energy_checked(self) -> np.ndarray:
+    def _energy_checked(self, potential: bool = False) -> np.ndarray:
         energy = self.energy
         if energy is None:
             raise MbdgenError("this result has no energy (its module predates energy kernels)")
+        if potential and not self.has_potential:
+            raise MbdgenError(
+                f"model {self.info.get('model', '')!r} gave no potential energy: pass "
+                "potential=V(q) to its Model to get V and the energy balance"
+            )
         return energy
 
     def reaction(self, name: str, frame: str = "global") -> np.ndarray:
@@ -123,16 +229,25 @@ class Result:
             ) from None
 
     def save(self, path: str | Path) -> Path:
-        """Write the result; ``.npz`` (NumPy, loadable by :func:`load`) or ``.csv``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".csv":
-            self._save_csv(path)
-            return path
-        if path.suffix != ".npz":
-            raise MbdgenError(f"cannot save to {str(path)!r}: use a .npz or .csv file name")
+        """Write the result atomically; ``.npz`` (loadable by :func:`load`) or ``.csv``.
+
+        Raises :class:`~mbdgen.errors.OutputError` if ``path`` cannot be written; an
+        existing file there is replaced only once the new one is complete.
+        """
+        path = check_destination(path)
+        try:
+            with atomic_write(path) as fh:
+                if path.suffix.lower() == ".csv":
+                    self._save_csv(fh)
+                else:
+                    self._save_npz(fh)
+        except OSError as exc:
+            raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        return path
+
+    def _save_npz(self, fh: IO[bytes]) -> None:
         np.savez_compressed(
-            path,
+            fh,
             t=self.t,
             q=self.q,
             qd=self.qd,
@@ -141,6 +256,7 @@ class Result:
             phi_norm=self.phi_norm,
             phid_norm=self.phid_norm,
             **({} if self.energy is None else {"energy": self.energy}),
+            **({} if self.power is None else {"power": self.power}),
             **({} if self.reactions is None else {"reactions": self.reactions}),
             meta=np.array(
                 json.dumps(
@@ -154,9 +270,8 @@ class Result:
                 )
             ),
         )
-        return path
 
-    def _save_csv(self, path: Path) -> None:
+    def _save_csv(self, fh: IO[bytes]) -> None:
         m = self.lam.shape[1]
         names = (
             ["t"]
@@ -168,8 +283,11 @@ class Result:
         )
         columns = [self.t, self.q, self.qd, self.qdd, self.lam, self.phi_norm, self.phid_norm]
         if self.energy is not None:
-            names += ["kinetic", "potential"]
-            columns.append(self.energy)
+            names.append("kinetic")
+            columns.append(self.energy[:, :1])
+            if self.has_potential:  # a model without V gets no column of zeros
+                names += ["potential", "power"]
+                columns += [self.energy[:, 1:], self.power[:, None]]
         if self.reactions is not None:
             from mbdgen.codegen.abi import REACTION_COLUMNS
 
@@ -177,29 +295,69 @@ class Result:
                 names += [f"{label}.{c}" for c in REACTION_COLUMNS]
                 columns.append(self.reactions[:, r, :])
         data = np.column_stack(columns)
-        np.savetxt(path, data, delimiter=",", header=",".join(names), comments="")
+        np.savetxt(fh, data, delimiter=",", header=",".join(names), comments="")
 
 
 def load(path: str | Path) -> Result:
-    """Read a result written by :meth:`Result.save` (``.npz``)."""
+    """Read a result written by :meth:`Result.save` (``.npz``).
+
+    Raises :class:`~mbdgen.errors.ResultFileError`, naming the file and what is wrong
+    with it, for a missing, truncated, corrupt or foreign file.
+    """
     path = Path(path)
+    where = repr(str(path))
+    if not path.exists():
+        raise ResultFileError(f"result file {where} does not exist")
     if not path.is_file():
-        raise MbdgenError(f"result file {str(path)!r} does not exist")
-    with np.load(path, allow_pickle=False) as data:
-        meta = json.loads(str(data["meta"]))
-        return Result(
-            t=data["t"],
-            q=data["q"],
-            qd=data["qd"],
-            qdd=data["qdd"],
-            lam=data["lam"],
-            phi_norm=data["phi_norm"],
-            phid_norm=data["phid_norm"],
-            coordinates=tuple(meta["coordinates"]),
-            counters=meta["counters"],
-            info=meta["info"],
-            _energy=data["energy"] if "energy" in data else None,
-            _reactions=data["reactions"] if "reactions" in data else None,
-            reaction_names=tuple(meta.get("reaction_names", ())),
-            constraint_names=tuple(meta.get("constraint_names", ())),
+        raise ResultFileError(f"{where} is not a file")
+    if path.suffix.lower() == ".csv":
+        raise ResultFileError(
+            f"{where} is a CSV table; mbdgen.load reads the .npz results (save with -o out.npz)"
         )
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise ResultFileError(f"cannot read {where}: {exc.strerror}") from None
+    if not magic:
+        raise ResultFileError(f"{where} is empty (an interrupted write?)")
+    if magic != b"PK\x03\x04":
+        raise ResultFileError(f"{where} is not an mbdgen result: not a NumPy .npz archive")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [key for key in _REQUIRED if key not in data.files]
+            if missing:
+                raise ResultFileError(
+                    f"{where} is a NumPy archive but not an mbdgen result: it lacks "
+                    f"{', '.join(missing)}"
+                )
+            meta = json.loads(str(data["meta"]))
+            arrays = {key: data[key] for key in data.files if key != "meta"}
+    except ResultFileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise ResultFileError(
+            f"{where} is damaged (truncated or corrupt archive: {type(exc).__name__}: {exc})"
+        ) from None
+    if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
+        raise ResultFileError(f"{where} has no valid mbdgen metadata")
+    rows = arrays["t"].shape[0] if arrays["t"].ndim == 1 else -1
+    if any(arrays[k].shape[:1] != (rows,) for k in _REQUIRED if k != "meta"):
+        raise ResultFileError(f"{where} is inconsistent: its arrays differ in length")
+    return Result(
+        t=arrays["t"],
+        q=arrays["q"],
+        qd=arrays["qd"],
+        qdd=arrays["qdd"],
+        lam=arrays["lam"],
+        phi_norm=arrays["phi_norm"],
+        phid_norm=arrays["phid_norm"],
+        coordinates=tuple(meta["coordinates"]),
+        counters=meta["counters"],
+        info=meta["info"],
+        _energy=arrays.get("energy"),
+        _reactions=arrays.get("reactions"),
+        _power=arrays.get("power"),
+        reaction_names=tuple(meta.get("reaction_names", ())),
+        constraint_names=tuple(meta.get("constraint_names", ())),
+    )

@@ -9,7 +9,9 @@ or an interrupt is kept in the :class:`~mbdgen.results.Result` attached to the
 from __future__ import annotations
 
 import math
+import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -17,11 +19,13 @@ from types import ModuleType
 
 import numpy as np
 
-from mbdgen.errors import MbdgenError, SimulationError
+from mbdgen import interrupts
+from mbdgen.diagnose import explain_failure
+from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
 from mbdgen.runtime import adaptive, explicit, index1, partition, welch
-from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, OK, REPARTITION, SINGULAR
+from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -33,6 +37,45 @@ RK_ONLY = 1 << 40
 CONSTRAINT_HANDLING = {"direct": "", "baumgarte": "", "gcp": "_gcp", "hybrid": "_hybrid"}
 #: Re-partitions allowed per step before GCP gives up (a partition that keeps failing).
 MAX_REPARTITIONS_PER_STEP = 3
+#: Default bound on ‖Φ‖₂ over a run (and at t0) before the result is reported as
+#: violating its constraints; ``phi_tol=`` / ``--phi-tol`` sets it.
+PHI_TOL = 1e-3
+#: Default bound on the energy balance |T + V − E0 − ∫P dt| relative to the energy
+#: the run exchanges (``energy_tol=`` / ``--energy-tol``).
+ENERGY_TOL = 1e-3
+#: Largest share of the machine's memory the output arrays may take.
+MEMORY_SHARE = 0.5
+
+
+class ConstraintWarning(UserWarning):
+    """A run finished, but its result violates the constraints beyond ``phi_tol``."""
+
+
+def _memory_bytes() -> int | None:
+    """Physical memory of this machine, or None where the OS does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_output_size(rows: int, width: int, output_every: int) -> None:
+    """Refuse, before allocating, an output that would not fit in memory."""
+    need = 8.0 * rows * width
+    have = _memory_bytes()
+    if have is not None and need > MEMORY_SHARE * have:
+        raise MbdgenError(
+            f"the output would need {need / 2**30:.3g} GiB ({rows:,} rows of {width} numbers) "
+            f"but this machine has {have / 2**30:.3g} GiB: record fewer rows with a larger "
+            f"output_every (--output-every, now {output_every}) or a shorter t_end"
+        )
+
+
+def _positive(name: str, value: float) -> float:
+    value = float(value)
+    if not (value > 0.0 and math.isfinite(value)):
+        raise MbdgenError(f"{name} must be positive and finite, got {value}")
+    return value
 
 
 @lru_cache(maxsize=16)
@@ -62,31 +105,37 @@ def resolve_model(model: ModuleType | str | Path) -> ModuleType:
 MAX_REACTION_VALUES = 50_000_000
 
 
-def derived_quantities(module: ModuleType, result: Result, p: np.ndarray) -> None:
-    """Fill ``result``'s energy (T, V) and joint reactions from the module's kernels.
+def derived_quantities(
+    module: ModuleType, result: Result, p: np.ndarray, *, reactions: bool = True
+) -> None:
+    """Fill ``result``'s energy (T, V), power P and joint reactions from the kernels.
 
     One call of the module's cached ``derived`` entry point over all output rows.
-    :func:`simulate` attaches this to the Result, which runs it on first use of
-    ``energy``/``reactions`` (or on save), so runs that never look pay no JIT for it.
+    :func:`simulate` runs it without reactions for the energy check, and attaches it
+    to the Result, which runs it again with reactions on their first use (or on
+    save), so runs that never look at reactions pay neither time nor memory for them.
     """
     names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
     result.constraint_names = names
     if not hasattr(module, "derived"):  # a module generated before energy kernels
         return
     rows = len(result)
-    n_react = int(getattr(module, "N_REACTIONS", 0))
+    n_react = int(getattr(module, "N_REACTIONS", 0)) if reactions else 0
     if rows * n_react * 12 > MAX_REACTION_VALUES:
         n_react = 0
-    energy = np.zeros((rows, 2))
-    reactions = np.zeros((rows, n_react, 12))
+    energy = np.zeros((rows, 3))
+    react = np.zeros((rows, n_react, 12))
     q = np.ascontiguousarray(result.q)
     qd = np.ascontiguousarray(result.qd)
     lam = np.ascontiguousarray(result.lam)
     t = np.ascontiguousarray(result.t)
-    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), energy, reactions)
-    result._energy = energy
+    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), energy, react)
+    if not getattr(module, "HAS_POTENTIAL", True):
+        energy[:, 1:] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
+    result._energy = np.ascontiguousarray(energy[:, :2])
+    result._power = np.ascontiguousarray(energy[:, 2])
     if n_react:
-        result._reactions = reactions
+        result._reactions = react
         result.reaction_names = tuple(module.REACTION_NAMES)
 
 
@@ -204,6 +253,9 @@ def simulate(
     assemble: bool | Sequence[str] = False,
     newton_tol: float = 1e-10,
     pivot_ratio: float = 0.1,
+    phi_tol: float = PHI_TOL,
+    energy_tol: float = ENERGY_TOL,
+    strict: bool = False,
 ) -> Result:
     """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
 
@@ -238,12 +290,20 @@ def simulate(
         the largest entry of Φ_q) falls below this fraction of its value when the
         partition was chosen; the hybrid algorithm reverts to pure GCP while the
         quality of its full-pivoting partition is below this fraction of its value at t0.
+    phi_tol : bound on ‖Φ‖₂ at t0 and over the run; beyond it a
+        :class:`ConstraintWarning` names the worst time and value (also kept in
+        ``result.info["warnings"]``).
+    energy_tol : bound on the energy balance error |T + V − E0 − ∫P dt| over the
+        energy the run exchanges (P: the power of dampers, motors, drivers; see
+        :func:`energy_balance`); checked where the model gives a potential energy.
+    strict : turn those warnings into a :class:`SimulationError` (for CI use); an
+        inconsistent q0 then fails before the first step.
 
     Raises
     ------
     SimulationError
-        On a singular matrix, a NaN, or Ctrl-C; ``error.result`` holds the
-        steps computed until then.
+        On a singular matrix, a NaN, Ctrl-C or SIGTERM (``error.reason`` says which);
+        ``error.result`` holds the steps computed until then.
     """
     spec = get_method(method)
     if order is None:
@@ -268,11 +328,22 @@ def simulate(
         )
     if constraints in ("direct", "gcp") and (alpha or beta):
         raise MbdgenError(f"alpha and beta are Baumgarte parameters; {constraints!r} uses none")
-    h = float(h)
+    if constraints == "baumgarte" and not (alpha or beta):
+        raise MbdgenError(
+            "Baumgarte stabilization needs alpha or beta > 0 (Haug 1989, Eq. 7.3.8); with "
+            "both 0 it is direct integration: set them, or use constraints='direct'"
+        )
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not (math.isfinite(float(value)) and float(value) >= 0.0):
+            raise MbdgenError(f"Baumgarte {name} must be a finite number ≥ 0, got {value}")
+    h = _positive("step size h", h)
+    rtol, atol = _positive("rtol", rtol), _positive("atol", atol)
+    newton_tol, phi_tol = _positive("newton_tol", newton_tol), _positive("phi_tol", phi_tol)
+    energy_tol = _positive("energy_tol", energy_tol)
     t0 = float(t0)
+    if not (math.isfinite(t0) and math.isfinite(float(t_end))):
+        raise MbdgenError(f"t0 and t_end must be finite numbers, got {t0} and {t_end}")
     span = float(t_end) - t0
-    if not (h > 0.0 and math.isfinite(h)):
-        raise MbdgenError(f"step size h must be positive, got {h}")
     if not span > 0.0:
         raise MbdgenError(f"t_end ({t_end}) must be greater than t0 ({t0})")
     n_steps = int(round(span / h))
@@ -294,6 +365,20 @@ def simulate(
         )
         x = np.concatenate([assembled.q, assembled.qd])
     rows = n_steps // output_every + 1
+    _check_output_size(rows, 2 * 2 * n + 4 * n + 2 * m + 8, output_every)
+    warned: list[str] = []
+    phi0 = np.zeros(m)
+    module.phi(t0, x[:n], p, phi0)
+    phi0_norm = float(np.linalg.norm(phi0))
+    if not phi0_norm <= phi_tol:
+        worst = int(np.argmax(np.abs(np.nan_to_num(phi0, nan=np.inf))))
+        label = tuple(getattr(module, "CONSTRAINT_NAMES", ()) or range(m))[worst]
+        warned.append(
+            f"q0 violates the constraints: ‖Φ(q0)‖ = {phi0_norm:.3g} > phi_tol = {phi_tol:g} "
+            f"(worst row {label}); make it consistent with assemble=True (--assemble)"
+        )
+        if strict:
+            raise MbdgenError(warned[-1])
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
         dep, ind, quality = _initial_partition(module, t0, x[:n], p)
@@ -390,9 +475,13 @@ def simulate(
             state[explicit.S_NHIST] = 0
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
-    status, interrupted, chunks = OK, False, 0
+    status, chunks = OK, 0
+    stop: BaseException | None = None  # the interrupt, or an exception of the model
     repartitions: list[int] = []
     started = stepping = time.perf_counter()
+    interrupts.clear()
+    guard = interrupts.interrupts_as_exceptions()
+    guard.__enter__()
     try:
         # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
         # so that the step timing below is of stepping alone.
@@ -426,19 +515,27 @@ def simulate(
                 progress(t0 + int(state[explicit.S_STEP]) * h, float(t_end))
         if status == REPARTITION and state[explicit.S_STEP] >= n_steps:
             status = OK
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Interrupted
+        stop = exc
+    except ArithmeticError as exc:  # a model kernel run without JIT (NUMBA_DISABLE_JIT)
+        stop, status = exc, NONFINITE
+    except Exception:
+        if interrupts.last_signal() is None:
+            raise
+        stop = KeyboardInterrupt()  # an interrupt that Numba's compiler wrapped
+    finally:
+        guard.__exit__(None, None, None)
+    interrupted = isinstance(stop, KeyboardInterrupt)
     wall = time.perf_counter() - stepping
 
     k = int(state[explicit.S_ROW])
     steps = int(state[explicit.S_STEP])
-    if interrupted:
-        message = f"interrupted by the user at t = {t0 + steps * h:.6g}"
-    elif status != OK:
-        t_stop = fstate[adaptive.F_T] if spec.family == "adaptive" else t0 + (steps + 1) * h
-        message = f"stopped at t = {t_stop:.6g}: {MESSAGES[status]}"
+    if spec.family == "adaptive":
+        t_done = float(fstate[adaptive.F_T])
+        steps_taken = int(istate[adaptive.I_NSTEP])
     else:
-        message = MESSAGES[OK]
+        t_done = t0 + steps * h
+        steps_taken = steps
     if partitioned:  # the full state is in the aux record (partition.n_aux)
         o = m + 2
         q_out, qd_out, qdd_out = (out_aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
@@ -455,7 +552,8 @@ def simulate(
         coordinates=tuple(module.COORDINATE_NAMES),
         counters={
             **(adaptive.counters(istate) if spec.family == "adaptive" else {}),
-            "steps": steps if spec.family != "adaptive" else int(istate[adaptive.I_NSTEP]),
+            "steps": steps_taken,
+            "output_rows": k,
             "rhs_evaluations": int(state[explicit.S_NEVAL]),
             "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,
@@ -480,13 +578,109 @@ def simulate(
             "assembled_holding": None if assemble is False else list(hold),
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
-            "status": "finished" if status == OK and not interrupted else "failed",
-            "message": message,
+            "status": "finished",
+            "message": MESSAGES[OK],
+            "phi_tol": phi_tol,
+            "energy_tol": energy_tol,
+            "warnings": warned,
         },
     )
     result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
     p_final = np.array(p, dtype=np.float64)
     result._derive = lambda: derived_quantities(module, result, p_final)
-    if interrupted or status != OK:
-        raise SimulationError(message, result)
+    if interrupted:
+        reason = "terminated" if isinstance(stop, Interrupted) else "interrupted"
+        message = f"{interrupts.describe(stop)} at t = {t_done:.6g}"
+    elif status != OK:
+        reason = "failed"
+        if spec.family == "adaptive":
+            where = f"at t = {t_done:.6g}"
+        else:
+            where = f"in the step from t = {t_done:.6g} to {t_done + h:.6g}"
+        if isinstance(stop, ArithmeticError):
+            cause = f"the model raised {type(stop).__name__}: {stop}"
+        else:
+            cause = explain_failure(
+                module, status, ws, result, family=spec.family, repartitions=len(repartitions)
+            )
+        message = f"stopped {where}: {cause}"
+    else:
+        reason, message = "", MESSAGES[OK]
+        warned.extend(_constraint_warnings(result, phi_tol))
+        derived_quantities(module, result, p_final, reactions=False)
+        warned.extend(_energy_warnings(result, energy_tol))
+    result.info["status"] = "finished" if not reason else reason
+    result.info["message"] = message
+    if reason:
+        raise SimulationError(message, result, reason)
+    for text in warned:
+        warnings.warn(text, ConstraintWarning, stacklevel=2)
+    if strict and warned:
+        raise SimulationError("; ".join(warned), result, "check")
     return result
+
+
+def energy_balance(result: Result) -> tuple[np.ndarray, float, float]:
+    """The energy balance of a run: (T + V − E0 − ∫P dt per row, scale, quadrature error).
+
+    ``P`` is the power of the forces V does not account for (and of rheonomic
+    constraints), so the first array is zero for an exact solution; ∫P dt is the
+    trapezoidal rule over the output rows.  ``scale`` is the energy the run
+    exchanges (largest T, |V − V0| or |∫P dt|); the last number estimates the
+    trapezoidal rule's own error by Richardson extrapolation (the rule on every
+    second row), so that a coarse output grid is not mistaken for a wrong solution.
+    """
+    energy, power, t = result.energy, result.power, result.t
+    if energy is None or power is None or len(t) < 2:
+        return np.zeros(len(t)), 0.0, 0.0
+    dt = np.diff(t)
+    work = np.concatenate([[0.0], np.cumsum(0.5 * dt * (power[1:] + power[:-1]))])
+    total = energy[:, 0] + energy[:, 1]
+    balance = total - total[0] - work
+    scale = max(
+        float(np.max(energy[:, 0])),
+        float(np.max(np.abs(energy[:, 1] - energy[0, 1]))),
+        float(np.max(np.abs(work))),
+    )
+    quadrature = 0.0
+    if len(t) >= 5 and np.any(power != 0.0):
+        t2, p2 = t[::2], power[::2]
+        coarse = np.concatenate([[0.0], np.cumsum(0.5 * np.diff(t2) * (p2[1:] + p2[:-1]))])
+        quadrature = float(np.max(np.abs(work[::2] - coarse))) / 3.0
+    return balance, scale, quadrature
+
+
+def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
+    """A warning when the energy balance fails by more than ``energy_tol`` × scale."""
+    if not result.has_potential:
+        return []
+    balance, scale, quadrature = energy_balance(result)
+    if not scale > 0.0 or not np.isfinite(balance).all():
+        return []
+    worst = int(np.argmax(np.abs(balance)))
+    bound = energy_tol * scale + 10.0 * quadrature
+    if abs(balance[worst]) <= bound:
+        return []
+    return [
+        f"the energy balance is off: T + V − E0 − ∫P dt = {balance[worst]:.3g} at "
+        f"t = {result.t[worst]:.6g}, {abs(balance[worst]) / scale:.3g} of the energy the "
+        f"run exchanges ({scale:.3g}; energy_tol = {energy_tol:g}); use a smaller step or "
+        "an error-controlled method"
+    ]
+
+
+def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
+    """Warnings for a finished run whose ‖Φ‖₂ exceeds ``phi_tol`` somewhere."""
+    if not len(result) or not result.phi_norm.size:
+        return []
+    phi = np.nan_to_num(result.phi_norm, nan=np.inf)
+    worst = int(np.argmax(phi))
+    if phi[worst] <= phi_tol:
+        return []
+    first = int(np.argmax(phi > phi_tol))
+    return [
+        f"the result violates its constraints: ‖Φ‖ reached {phi[worst]:.3g} at "
+        f"t = {result.t[worst]:.6g} (first above phi_tol = {phi_tol:g} at "
+        f"t = {result.t[first]:.6g}); use Baumgarte stabilization (alpha, beta), "
+        "constraints='gcp' or 'hybrid', or a smaller step"
+    ]

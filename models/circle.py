@@ -21,6 +21,7 @@ model = Model(
     parameters={m: 1.0, g: 9.81, l: 1.0},
     mass=sp.diag(m, m),
     force=[0, -m * g],
+    potential=m * g * y,
     constraints=[x**2 + y**2 - l**2],
     q0=[1.0, 0.0],
     qd0=[0.0, 6.0],

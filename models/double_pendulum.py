@@ -26,6 +26,7 @@ model = Model(
     parameters={m: 1.0, L: 5.0, g: 10.0},
     mass=sp.diag(m, m, J, m, m, J),
     force=[m * g, 0, 0, m * g, 0, 0],
+    potential=-m * g * (x1 + x2),  # g acts along +x
     constraints=[
         x1 - L / 2 * sp.sin(th1),
         y1 - L / 2 * sp.cos(th1),

@@ -25,6 +25,7 @@ model = Model(
     parameters={m: 1.0, J: 1.0 / 3.0, l: 1.0, g: 9.81},
     mass=sp.diag(m, m, J),
     force=[0, -m * g, 0],
+    potential=m * g * y1,
     constraints=[x1 - l * sp.cos(phi1), y1 - l * sp.sin(phi1)],
     q0=[1.0, 0.0, 0.0],
     qd0=[0.0, 0.0, 0.0],

@@ -34,6 +34,7 @@ model = Model(
     },
     mass=sp.diag(J1, J2, m, m),
     force=[0, 0, 0, -m * g],
+    potential=m * g * y,
     constraints=[
         r * sp.cos(theta) + L1 * sp.cos(phi) - x,
         r * sp.sin(theta) + L1 * sp.sin(phi) - y,

@@ -132,7 +132,8 @@ def test_slider_crank_conserves_energy(slider_crank, slider_crank_q0):
 
 def test_blow_up_is_reported_with_the_partial_result(slider_crank):
     """α h = 5 is far beyond AB5's stability limit (Wu et al. 2000, Eq. 34)."""
-    with pytest.raises(SimulationError, match=r"stopped at t = .*NaN or infinite") as info:
+    message = r"stopped in the step from t = .*the solution blew up.*smaller step"
+    with pytest.raises(SimulationError, match=message) as info:
         mbdgen.simulate(slider_crank, "ab", 5, 0.01, 10.0, alpha=500, beta=500)
     partial = info.value.result
     assert 0 < len(partial) < 1001
@@ -163,7 +164,7 @@ def test_redundant_constraints_give_a_singular_matrix_error(tmp_path):
         "    force=[0, -9.81, 0], constraints=[x - sp.cos(th), 2 * x - 2 * sp.cos(th)],\n"
         "    q0=[1, 0, 0])\n"
     )
-    with pytest.raises(SimulationError, match="singular") as info:
+    with pytest.raises(SimulationError, match=r"redundant at t0.*phi\[1\]") as info:
         mbdgen.simulate(mbdgen.compile(model, tmp_path / "gen"), h=0.01, t_end=1.0)
     assert len(info.value.result) == 0
 

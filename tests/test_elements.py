@@ -19,7 +19,7 @@ from conftest import GENERATED, MODELS, TEST_GENERATED, TEST_MODELS
 import mbdgen
 from mbdgen.analysis.assembly import assemble
 from mbdgen.bench import module_sizes
-from mbdgen.codegen.abi import BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS
+from mbdgen.codegen.abi import KERNELS, SPARSE_BLOCKS, block_shape
 from mbdgen.compiler import _write_if_changed, import_generated, render, stale_reason
 
 FLAT = TEST_GENERATED / "flat"
@@ -32,12 +32,6 @@ def zoo_flat(element_zoo):
     if stale_reason(TEST_MODELS / "element_zoo.py", path) is not None:
         _write_if_changed(path, render(TEST_MODELS / "element_zoo.py", flat=True))
     return import_generated(path)
-
-
-def _shape(block: str, n: int, m: int) -> tuple[int, ...]:
-    rows, cols = BLOCK_SHAPES[block]
-    size = {"n": n, "m": m, "2": 2}
-    return (size[rows],) if cols is None else (size[rows], size[cols])
 
 
 def test_element_and_flat_paths_agree(element_zoo, zoo_flat):
@@ -62,7 +56,7 @@ def test_element_and_flat_paths_agree(element_zoo, zoo_flat):
             args = [st[a] for a in spec.inputs]
             outs = []
             for module in (el, fl):
-                o = [np.full(_shape(x.block, n, m), np.nan) for x in spec.outputs]
+                o = [np.full(block_shape(x.block, n, m), np.nan) for x in spec.outputs]
                 getattr(module, spec.name)(*args, *o)
                 outs.append(o)
             for x, a, b in zip(spec.outputs, *outs, strict=True):

@@ -14,7 +14,7 @@ import pytest
 import sympy as sp
 from conftest import MODELS, TEST_MODELS
 
-from mbdgen.codegen.abi import BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS
+from mbdgen.codegen.abi import KERNELS, SPARSE_BLOCKS, block_shape
 from mbdgen.model import Mechanism, load_model, t
 from mbdgen.symbolic import derive
 
@@ -42,12 +42,6 @@ def case(request):
     return module, derive(model)
 
 
-def _shape(block: str, n: int, m: int) -> tuple[int, ...]:
-    rows, cols = BLOCK_SHAPES[block]
-    size = {"n": n, "m": m, "2": 2}
-    return (size[rows],) if cols is None else (size[rows], size[cols])
-
-
 def _state(module, rng):
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     return {
@@ -63,7 +57,7 @@ def _state(module, rng):
 def _call(module, name: str, st: dict, **override) -> np.ndarray:
     spec = next(k for k in KERNELS if k.name == name)
     args = [override.get(a, st[a]) for a in spec.inputs]
-    out = np.full(_shape(name, module.N_COORDINATES, module.N_CONSTRAINTS), np.nan)
+    out = np.full(block_shape(name, module.N_COORDINATES, module.N_CONSTRAINTS), np.nan)
     getattr(module, name)(*args, out)
     return out
 
@@ -87,7 +81,7 @@ def test_every_kernel_matches_lambdify(case, seed):
             _LAMBDIFIED[key] = sp.lambdify(symbols, expr, modules="numpy", cse=True)
         f = _LAMBDIFIED[key]
         expected = np.array(f(*values), dtype=float).reshape(
-            _shape(spec.name, module.N_COORDINATES, module.N_CONSTRAINTS)
+            block_shape(spec.name, module.N_COORDINATES, module.N_CONSTRAINTS)
         )
         got = _call(module, spec.name, st)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=spec.name)
@@ -144,7 +138,7 @@ def test_fused_dynamics_kernel_equals_single_kernels(case):
     st = _state(module, np.random.default_rng(7))
     spec = next(k for k in KERNELS if k.name == "dynamics")
     outs = [
-        np.full(_shape(o.block, module.N_COORDINATES, module.N_CONSTRAINTS), np.nan)
+        np.full(block_shape(o.block, module.N_COORDINATES, module.N_CONSTRAINTS), np.nan)
         for o in spec.outputs
     ]
     module.dynamics(st["t"], st["q"], st["qd"], st["p"], *outs)

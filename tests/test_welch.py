@@ -129,7 +129,7 @@ def test_table_2_slider_crank_constraint_error(slider_crank, slider_crank_q0, me
 
 @pytest.mark.parametrize("method", ["midpoint", "ralston"])
 def test_other_two_stage_methods_blow_up(slider_crank, slider_crank_q0, method):
-    with pytest.raises(SimulationError, match="NaN or infinite"):
+    with pytest.raises(SimulationError, match="the solution blew up"):
         mbdgen.simulate(
             slider_crank, method, None, 0.02, 10.0, q0=slider_crank_q0, alpha=50, beta=50
         )

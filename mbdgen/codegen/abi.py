@@ -55,7 +55,7 @@ BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
     "phi_q_a_q": ("m", "n"),
     "gamma_q": ("m", "n"),
     "gamma_qd": ("m", "n"),
-    "energy": ("2", None),
+    "energy": ("3", None),
 }
 
 KERNELS: tuple[Kernel, ...] = (
@@ -80,7 +80,8 @@ KERNELS: tuple[Kernel, ...] = (
     _single(
         "energy",
         ("t", "q", "qd", "p"),
-        "Kinetic and potential energy [T, V] (Haug 1989, Eq. 7.5.13 for V).",
+        "Kinetic and potential energy and non-conservative power [T, V, P], "
+        "P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V).",
     ),
     Kernel(
         "dynamics",
@@ -98,7 +99,16 @@ KERNELS: tuple[Kernel, ...] = (
     ),
 )
 
+
 #: Blocks that also get a ``<name>_values`` kernel writing the static sparse pattern.
+def block_shape(block: str, n: int, m: int) -> tuple[int, ...]:
+    """The array shape of ``block`` for a model with n coordinates and m constraints."""
+    size = {"n": n, "m": m}
+    rows, cols = BLOCK_SHAPES[block]
+    first = size[rows] if rows in size else int(rows)  # "3": a fixed length (energy)
+    return (first,) if cols is None else (first, size[cols])
+
+
 SPARSE_BLOCKS: tuple[str, ...] = tuple(b for b, (_, c) in BLOCK_SHAPES.items() if c is not None)
 
 
@@ -212,7 +222,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
         "derived",
         "postprocess.derived",
-        ("energy", "reactions"),
+        ("energy", "reactions", "phi_t"),
         ("t", "q", "qd", "lam", "p", "energy_out", "reactions_out"),
     ),
 )

@@ -171,7 +171,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
     return codes, used
 
 
-INLINE = '@njit(cache=True, inline="always")'
+INLINE = '@njit(cache=True, inline="always", error_model="numpy")'
 
 
 def _data(esys: ElementSystem) -> dict[str, np.ndarray]:

@@ -43,6 +43,13 @@ class KernelPrinter(PythonCodePrinter):
         return name if name is not None else super()._print_Symbol(expr)
 
 
+#: Decorator of every generated kernel.  NumPy's error model makes kernels follow
+#: IEEE arithmetic (1/0 is inf, 0/0 is NaN) instead of raising ZeroDivisionError,
+#: which would end a run with nothing kept: the runtime's NaN/inf checks stop it at
+#: the right time with the steps so far, and :mod:`mbdgen.diagnose` names the quantity.
+JIT = '@njit(cache=True, error_model="numpy")'
+
+
 @dataclass(frozen=True)
 class Statement:
     target: str
@@ -61,7 +68,7 @@ class KernelCode:
     temporaries: tuple[Statement, ...]
     assignments: tuple[Statement, ...]
     prologue: tuple[Statement, ...] = ()
-    decorator: str = "@njit(cache=True)"
+    decorator: str = JIT
 
 
 def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
@@ -173,6 +180,7 @@ _BASE_KEYS = frozenset(
         "m",
         "n_euler",
         "reaction_columns",
+        "has_potential",
     }
 )
 #: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
@@ -211,6 +219,7 @@ def _base_context(
     source_file: str,
     source_hash: str,
     n_euler: int = 0,
+    has_potential: bool = True,
 ) -> dict:
     return {
         "version": __version__,
@@ -224,6 +233,7 @@ def _base_context(
         "m": m,
         "n_euler": n_euler,
         "reaction_columns": REACTION_COLUMNS,
+        "has_potential": has_potential,
     }
 
 
@@ -268,7 +278,13 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
             }
         )
     context = _base_context(
-        model.name, model.description, model.n, model.m, source_file, source_hash
+        model.name,
+        model.description,
+        model.n,
+        model.m,
+        source_file,
+        source_hash,
+        has_potential=model.has_potential,
     )
     context.update(
         {

@@ -120,7 +120,8 @@ class Model:
     description : str
         Free text: where the model comes from (paper, equation, table).
     potential : expression, optional
-        Potential energy V(q) (gravity, springs) for the ``energy`` kernel; default 0.
+        Potential energy V(q) (gravity, springs) for the ``energy`` kernel.  Without
+        it the model has no V: results leave the potential out rather than show 0.
     kinetic : expression, optional
         Kinetic energy T(q, q̇); default ½ q̇ᵀ M q̇.
     constraint_names : sequence of str, optional
@@ -137,9 +138,10 @@ class Model:
     qd0: Sequence[float] | None = None
     velocities: Sequence[sp.Symbol] | None = None
     description: str = ""
-    potential: object = 0
+    potential: object = None
     kinetic: object = None
     constraint_names: Sequence[str] | None = None
+    has_potential: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "model")
@@ -198,7 +200,8 @@ class Model:
             if self.kinetic is None
             else sp.sympify(self.kinetic).xreplace(alias)
         )
-        potential = sp.sympify(self.potential).xreplace(alias)
+        object.__setattr__(self, "has_potential", self.potential is not None)
+        potential = sp.sympify(0 if self.potential is None else self.potential).xreplace(alias)
         object.__setattr__(self, "kinetic", kinetic)
         object.__setattr__(self, "potential", potential)
         names = (

@@ -37,6 +37,11 @@ def load_model(path: str | Path) -> Model | Mechanism:
         raise ModelError(f"{path}: {exc}") from None
     except SyntaxError as exc:
         raise ModelError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except SystemExit as exc:
+        raise ModelError(
+            f"{path}: the model file called sys.exit({exc.code!r}) while being loaded; "
+            "a model file must define `model`, not end the program"
+        ) from None
     except Exception as exc:
         line = _user_line(exc, path)
         raise ModelError(f"{path}{line}: {type(exc).__name__}: {exc}") from None

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
 @njit(cache=True, inline="always")
-def derived(energy, reactions, t, q, qd, lam, p, energy_out, reactions_out):
-    """Fill ``energy_out[i] = [T, V]`` and ``reactions_out[i]`` for every output row.
+def derived(energy, reactions, phi_t, t, q, qd, lam, p, energy_out, reactions_out):
+    """Fill ``energy_out[i] = [T, V, P]`` and ``reactions_out[i]`` for every output row.
 
-    ``energy`` and ``reactions`` are a generated module's kernels (Haug 1989,
-    Eq. 7.5.13 for V; Eq. 6.6.2 for the reactions from λ); ``reactions_out`` may have
-    zero rows per output (no joints).
+    ``energy``, ``reactions`` and ``phi_t`` are a generated module's kernels (Haug
+    1989, Eq. 7.5.13 for V; Eq. 6.6.2 for the reactions from λ).  P is the power of
+    everything V does not account for, q̇ᵀ(Q + V_qᵀ) from the kernel plus the power
+    λᵀΦ_t of rheonomic constraints (drivers), so that d(T + V)/dt = P.
+    ``reactions_out`` may have zero rows per output (no joints, or not wanted).
     """
+    m = lam.shape[1]
+    phi_t_i = np.zeros(m)
     for i in range(t.shape[0]):
         energy(t[i], q[i], qd[i], p, energy_out[i])
+        if m > 0:
+            phi_t(t[i], q[i], p, phi_t_i)
+            for j in range(m):
+                energy_out[i, 2] += lam[i, j] * phi_t_i[j]
         if reactions_out.shape[1] > 0:
             reactions(t[i], q[i], lam[i], p, reactions_out[i])

@@ -8,6 +8,9 @@ differentiates numerically (DESIGN rule 2):
 * the Jacobian blocks of the implicit integrators: (M a)_q, (Φ_qᵀλ)_q, Q_q, Q_q̇,
   (Φ_q a)_q, γ_q, γ_q̇               (Negrut et al. 2007, Eq. 12; Haug et al. 1997, Eq. 29)
 * the kinetic and potential energy [T, V]                 (Haug 1989, Eq. 7.5.13)
+  and the power P = q̇ᵀ(Q + V_qᵀ) of the applied forces V does not account for
+  (dampers, motors, time-dependent loads): d(T + V)/dt = P + λᵀΦ_t, the energy
+  balance a run is checked against (the constraint term is added at run time)
 
 each with its sparsity pattern (the structurally non-zero entries).
 """
@@ -75,6 +78,8 @@ def derive_blocks(
 ) -> dict[str, sp.Matrix]:
     """Every ABI block from M, Q, Φ and the energies [T, V], over the symbols given.
 
+    ``energy`` gains a third entry, the non-conservative power P = q̇ᵀ(Q + V_qᵀ).
+
     Shared by the flat path (global symbols) and the element path (one element
     type's local symbols): the same differentiation, so both give the same numbers.
     """
@@ -104,8 +109,22 @@ def derive_blocks(
         "phi_q_a_q": _jac(phi_q * a, q),
         "gamma_q": _jac(gamma, q),
         "gamma_qd": _jac(gamma, qd),
-        "energy": energy,
+        "energy": energy.col_join(sp.Matrix([_power(q, qd, Q, energy[1])])),
     }
+
+
+def _power(q: sp.Matrix, qd: sp.Matrix, Q: sp.Matrix, V: sp.Expr) -> sp.Expr:
+    """P = q̇ᵀ(Q + V_qᵀ): zero when Q = −V_qᵀ, i.e. when V accounts for every force.
+
+    With M q̈ + Φ_qᵀλ = Q, d(T + V)/dt = q̇ᵀQ − q̇ᵀΦ_qᵀλ + V_q q̇ = P + λᵀΦ_t (the
+    quadratic velocity terms of Q do no work), so T + V − ∫(P + λᵀΦ_t) dt is constant.
+    """
+    if q.rows == 0:
+        return sp.S.Zero
+    grad = _jac(sp.Matrix([V]), q)
+    # no expand/simplify: terms that cancel structurally (gravity against its V) vanish
+    # on their own, and the rest costs a few operations instead of a blown-up expression
+    return (qd.T * (Q + grad.T))[0, 0] if Q.rows else sp.S.Zero
 
 
 def derive(model: Model) -> SymbolicSystem:

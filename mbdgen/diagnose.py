@@ -1,0 +1,212 @@
+"""Why a run stopped, in words: the cause the runtime can tell and what to do about it.
+
+A jitted step only returns a status code (:mod:`mbdgen.runtime.status`); one code,
+``SINGULAR``, covers a redundant or singular set of constraints, a mass matrix
+without inertia in some direction and a solution that blew up before the
+factorization failed.  After the run, this module looks at what the last
+evaluation left in the workspace — every family keeps M, Q, Φ, Φ_q, Φ_t and γ of
+its latest evaluation in ``ws[0:6]`` — and at the recorded history, and names the
+likeliest cause:
+
+1. a model quantity that evaluated to inf/NaN at a finite state (a division by
+   zero in a force law, coincident spring end points, a singular driver);
+2. a solution that grew by orders of magnitude before it failed (a step too large
+   for the model's stiffness, an unstable method);
+3. constraint rows that became dependent (rank of Φ_q < m): redundant joints at t0,
+   a singular configuration later;
+4. a mass matrix without inertia on the motions the constraints allow (or, for the
+   Welch schemes, which need M itself positive definite, a singular M).
+
+It runs after the run, in Python, on one state: it costs nothing per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+import numpy as np
+
+from mbdgen.runtime.status import (
+    MESSAGES,
+    NEWTON_FAILED,
+    NONFINITE,
+    REPARTITION,
+    SINGULAR,
+    STEP_SIZE_COLLAPSE,
+)
+
+#: Growth of ‖(q, q̇)‖ over its initial size that counts as a blow-up.
+BLOWUP_GROWTH = 1e6
+#: The remedy for a step that is too large, shared by several causes.
+SMALLER_STEP = (
+    "use a smaller step h, or an error-controlled method (--method vabm or rkf45_adaptive)"
+)
+
+
+def _labels(module: ModuleType) -> dict[str, Sequence[str]]:
+    coords = tuple(module.COORDINATE_NAMES)
+    rows = tuple(getattr(module, "CONSTRAINT_NAMES", ())) or tuple(
+        f"phi[{i}]" for i in range(module.N_CONSTRAINTS)
+    )
+    return {"coordinate": coords, "constraint": rows}
+
+
+def _first_nonfinite(module: ModuleType, ws: Sequence[np.ndarray]) -> str | None:
+    """'the force Q[theta] = inf' for the first non-finite entry of M, Q, Φ, Φ_q, Φ_t, γ."""
+    labels = _labels(module)
+    coords, rows = labels["coordinate"], labels["constraint"]
+    named = (
+        ("mass matrix M", coords, coords),
+        ("generalized force Q", coords, None),
+        ("constraint Φ", rows, None),
+        ("constraint Jacobian Φ_q", rows, coords),
+        ("Φ_t (time derivative of Φ)", rows, None),
+        ("γ (acceleration right side)", rows, None),
+    )
+    for (what, row_names, col_names), arr in zip(named, ws[:6], strict=False):
+        bad = np.argwhere(~np.isfinite(arr))
+        if bad.size:
+            index = tuple(int(i) for i in bad[0])
+            value = arr[index]
+            label = row_names[index[0]] if index[0] < len(row_names) else str(index[0])
+            if col_names is not None and len(index) > 1:
+                label += f", {col_names[index[1]]}"
+            return f"the {what}[{label}] evaluated to {value}"
+    return None
+
+
+def _growth(result: object) -> tuple[float, float]:
+    """(‖x‖ at the first, largest ‖x‖ over the last rows) of the recorded q, q̇."""
+    q = getattr(result, "q", np.zeros((0, 0)))
+    qd = getattr(result, "qd", np.zeros((0, 0)))
+    if len(q) == 0:
+        return 0.0, 0.0
+    x = np.hstack([q, qd])
+    first = float(np.max(np.abs(x[0])))
+    with np.errstate(invalid="ignore", over="ignore"):
+        tail = np.abs(x[-min(len(x), 8) :])
+    last = float(np.max(np.where(np.isfinite(tail), tail, np.inf)))
+    return first, last
+
+
+def _rank_message(module: ModuleType, phi_q: np.ndarray, at_start: bool) -> str | None:
+    from mbdgen.analysis.assembly import dependent_rows, redundant_rows
+
+    if phi_q.size == 0 or not np.isfinite(phi_q).all():
+        return None
+    rank, redundant = redundant_rows(phi_q)
+    if not redundant:
+        return None
+    rows = _labels(module)["constraint"]
+    joints: list[str] = []
+    for i in dependent_rows(phi_q):
+        joint = rows[i].split("[", 1)[0]
+        if joint not in joints:
+            joints.append(joint)
+    which = ", ".join(rows[i] for i in redundant)
+    if at_start:
+        return (
+            f"the constraints are redundant at t0: rank Φ_q = {rank} of {len(phi_q)} rows, "
+            f"row(s) {which} depend on the others (joints involved: {', '.join(joints)}); "
+            "remove the redundant joint(s) or replace them by ones that constrain less"
+        )
+    return (
+        f"the mechanism reached a singular configuration: rank Φ_q fell to {rank} of "
+        f"{len(phi_q)} rows, row(s) {which} became dependent (joints involved: "
+        f"{', '.join(joints)}) — a dead point or a lock-up of the linkage"
+    )
+
+
+def _inertia_message(
+    module: ModuleType, mass: np.ndarray, phi_q: np.ndarray, mass_alone: bool
+) -> str | None:
+    if not (np.isfinite(mass).all() and np.isfinite(phi_q).all()) or mass.size == 0:
+        return None
+    n = mass.shape[0]
+    if mass_alone or phi_q.size == 0:
+        basis = np.eye(n)
+    else:
+        _, s, vt = np.linalg.svd(phi_q)
+        rank = int(np.sum(s > 1e-10 * (s[0] if s.size and s[0] > 0 else 1.0)))
+        basis = vt[rank:].T
+    if basis.shape[1] == 0:
+        return None
+    reduced = basis.T @ mass @ basis
+    w, v = np.linalg.eigh(0.5 * (reduced + reduced.T))
+    scale = max(float(np.max(np.abs(mass))), 1e-300)
+    if w.size and w[0] > 1e-12 * scale:
+        return None
+    direction = np.abs(basis @ v[:, 0])
+    coords = _labels(module)["coordinate"]
+    names = [coords[i] for i in np.flatnonzero(direction > 0.3 * direction.max())]
+    if mass_alone:
+        return (
+            f"the mass matrix M is singular: coordinate(s) {', '.join(names)} have no mass "
+            "or inertia; the Welch schemes need M positive definite — give every body a "
+            "mass and moment of inertia, or use an Adams or Runge–Kutta method"
+        )
+    return (
+        "the mass matrix is singular on the motions the constraints allow: coordinate(s) "
+        f"{', '.join(names)} carry no inertia (a body with zero mass or moment of inertia?)"
+    )
+
+
+def explain_failure(
+    module: ModuleType,
+    status: int,
+    ws: Sequence[np.ndarray],
+    result: object,
+    *,
+    family: str,
+    repartitions: int = 0,
+) -> str:
+    """The cause of a failed run and its remedy, as one sentence for the user.
+
+    ``ws`` is the family's workspace (M, Q, Φ, Φ_q, Φ_t, γ of the last evaluation
+    first), ``result`` the partial :class:`~mbdgen.results.Result`.
+    """
+    nonfinite = _first_nonfinite(module, ws)
+    first, last = _growth(result)
+    blew_up = not np.isfinite(last) or last > BLOWUP_GROWTH * max(first, 1.0)
+    if blew_up and status in (SINGULAR, NONFINITE, NEWTON_FAILED, STEP_SIZE_COLLAPSE):
+        what = f"; {nonfinite}" if nonfinite else ""
+        return (
+            f"the solution blew up (max |q|, |q̇| grew from {first:.3g} to {last:.3g}){what}: "
+            f"the step is too large for this model's stiffness or the method is unstable "
+            f"here; {SMALLER_STEP}"
+        )
+    if nonfinite is not None:
+        return (
+            f"{nonfinite} at a finite state: the model divides by zero or is singular "
+            "there (a force law at a singular time or position, two coincident spring "
+            "end points, a driver that is not defined there)"
+        )
+    at_start = len(getattr(result, "t", ())) <= 1
+    if status == SINGULAR:
+        mass, phi_q = ws[0], ws[3]
+        cause = _rank_message(module, phi_q, at_start) or _inertia_message(
+            module, mass, phi_q, mass_alone=family == "welch"
+        )
+        if cause is None:
+            cause = (
+                "the matrix of the step became numerically singular although Φ_q has full "
+                f"rank and M is positive definite on the constrained motions; {SMALLER_STEP}"
+            )
+        return cause
+    if status in (NEWTON_FAILED, REPARTITION) and repartitions:
+        rank = _rank_message(module, ws[3], at_start)
+        why = rank or (
+            "the dependent coordinates could not be solved for with any choice of "
+            "independent coordinates"
+        )
+        return (
+            f"no partition of the coordinates worked after {repartitions} re-partition(s): "
+            f"{why}; {SMALLER_STEP}, or constraints='hybrid' or 'baumgarte'"
+        )
+    if status == NONFINITE:
+        return (
+            "the solution became NaN or infinite although every model quantity was finite "
+            f"at the last evaluation; {SMALLER_STEP}"
+        )
+    return MESSAGES[status]

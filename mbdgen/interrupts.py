@@ -1,0 +1,79 @@
+"""Ctrl-C and SIGTERM as one kind of interrupt, noticed between jitted chunks.
+
+Batch schedulers and CI runners stop a job with SIGTERM; a user presses Ctrl-C.
+Both must end a run the same way: the steps computed so far are kept and saved.
+:func:`interrupts_as_exceptions` installs handlers that raise
+:class:`~mbdgen.errors.Interrupted` (SIGTERM) or :class:`KeyboardInterrupt`
+(SIGINT) and remember which signal came, so that an interrupt that a library
+(Numba, during compilation) turned into another exception is still recognised.
+Python runs signal handlers between bytecodes, so a signal that arrives while a
+jitted chunk runs takes effect when the chunk returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+from mbdgen.errors import Interrupted
+
+_received: list[str] = []
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    name = signal.Signals(signum).name
+    _received.append(name)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(name)
+
+
+def last_signal() -> str | None:
+    """The signal that arrived last while handlers were installed ("SIGINT", ...)."""
+    return _received[-1] if _received else None
+
+
+def clear() -> None:
+    """Forget the signals received so far."""
+    _received.clear()
+
+
+def describe(exc: BaseException | None = None) -> str:
+    """How a run was stopped, in words: ``interrupted (Ctrl-C)`` or ``terminated (SIGTERM)``."""
+    name = exc.signal_name if isinstance(exc, Interrupted) else last_signal()
+    if name in (None, "SIGINT"):
+        return "interrupted (Ctrl-C)"
+    return f"terminated ({name})"
+
+
+def exit_code(exc: BaseException | None = None) -> int:
+    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
+    name = exc.signal_name if isinstance(exc, Interrupted) else last_signal()
+    return 128 + int(signal.Signals[name or "SIGINT"])
+
+
+@contextlib.contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    """While active (main thread only), SIGTERM and SIGHUP raise Interrupted and SIGINT
+    KeyboardInterrupt; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if hasattr(signal, "SIGHUP"):
+        signals.append(signal.SIGHUP)
+    previous = {}
+    for sig in signals:
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # e.g. SIGHUP under nohup: the caller asked not to be stopped
+            previous[sig] = signal.signal(sig, _handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, old)
