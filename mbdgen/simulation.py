@@ -265,11 +265,17 @@ def simulate(
         partition was chosen; the hybrid algorithm reverts to pure GCP while the
         quality of its full-pivoting partition is below this fraction of its value at t0.
 
+    Redundant constraint rows of Φ_q(q0) are left out of the integration when Φ(q0)
+    holds (λ = 0 there; ``info["removed_constraints"]``, ``info["lambda_not_unique"]``).
+
     Raises
     ------
     SimulationError
         On a singular matrix, a NaN, or Ctrl-C; ``error.result`` holds the
         steps computed until then.
+    MbdgenError
+        On invalid options; on redundant rows that Φ(q0) does not satisfy, or that
+        GCP or the hybrid algorithm would need to partition.
     """
     spec = get_method(method)
     if order is None:
