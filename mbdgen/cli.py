@@ -273,6 +273,12 @@ def simulate(
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )
+    if result.info.get("removed_constraints"):
+        click.echo(
+            f"note: redundant constraint row(s) {', '.join(result.info['removed_constraints'])} "
+            "were left out (λ = 0); reactions of "
+            f"{', '.join(result.info['lambda_not_unique'])} are not unique"
+        )
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     if output:

@@ -90,12 +90,15 @@ def _growth(result: object) -> tuple[float, float]:
     return first, last
 
 
-def _rank_message(module: ModuleType, phi_q: np.ndarray, at_start: bool) -> str | None:
+def _rank_message(
+    module: ModuleType, phi_q: np.ndarray, at_start: bool, removed: Sequence[int] = ()
+) -> str | None:
     from mbdgen.analysis.assembly import dependent_rows, redundant_rows
 
     if phi_q.size == 0 or not np.isfinite(phi_q).all():
         return None
     rank, redundant = redundant_rows(phi_q)
+    redundant = [i for i in redundant if i not in set(removed)]
     if not redundant:
         return None
     rows = _labels(module)["constraint"]
@@ -160,11 +163,13 @@ def explain_failure(
     *,
     family: str,
     repartitions: int = 0,
+    removed_rows: Sequence[int] = (),
 ) -> str:
     """The cause of a failed run and its remedy, as one sentence for the user.
 
     ``ws`` is the family's workspace (M, Q, Φ, Φ_q, Φ_t, γ of the last evaluation
-    first), ``result`` the partial :class:`~mbdgen.results.Result`.
+    first), ``result`` the partial :class:`~mbdgen.results.Result`, ``removed_rows``
+    the redundant rows the run left out at t0 (not reported again).
     """
     nonfinite = _first_nonfinite(module, ws)
     first, last = _growth(result)
@@ -185,7 +190,7 @@ def explain_failure(
     at_start = len(getattr(result, "t", ())) <= 1
     if status == SINGULAR:
         mass, phi_q = ws[0], ws[3]
-        cause = _rank_message(module, phi_q, at_start) or _inertia_message(
+        cause = _rank_message(module, phi_q, at_start, removed_rows) or _inertia_message(
             module, mass, phi_q, mass_alone=family == "welch"
         )
         if cause is None:
@@ -195,7 +200,7 @@ def explain_failure(
             )
         return cause
     if status in (NEWTON_FAILED, REPARTITION) and repartitions:
-        rank = _rank_message(module, ws[3], at_start)
+        rank = _rank_message(module, ws[3], at_start, removed_rows)
         why = rank or (
             "the dependent coordinates could not be solved for with any choice of "
             "independent coordinates"

@@ -20,6 +20,7 @@ from types import ModuleType
 import numpy as np
 
 from mbdgen import interrupts
+from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_rows
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
@@ -220,6 +221,31 @@ def _repartition(
     return OK
 
 
+def _redundant_rows(
+    module: ModuleType,
+    t0: float,
+    q0: np.ndarray,
+    p: np.ndarray,
+    constraints: str,
+    newton_tol: float,
+    assembled: bool,
+) -> RemovedRows:
+    """Redundant rows of Φ_q(q0) to leave out of the integration (λ = 0 there), for a
+    consistent q0 (:func:`~mbdgen.analysis.assembly.removable_rows`); GCP and the
+    hybrid algorithm, which solve for one dependent coordinate per row, refuse them."""
+    removed = removable_rows(
+        module, t0, q0, p, tol=max(CONSISTENCY_TOL, newton_tol), assembled=assembled
+    )
+    if removed and constraints in ("gcp", "hybrid"):
+        raise MbdgenError(
+            f"constraints={constraints!r} cannot run a mechanism with redundant constraints "
+            f"({', '.join(removed.names)} depend on the other rows): partitioning needs "
+            "independent rows; use 'direct' or 'baumgarte' (which leave those rows out) "
+            "or a Welch method"
+        )
+    return removed
+
+
 def _control(alpha: float, beta: float, pivot_ratio: float, newton_tol: float) -> np.ndarray:
     """The ``ctrl`` vector of the right sides (index1, partition): Baumgarte's α, β,
     GCP's pivot-ratio threshold, Newton tolerance and iteration limit."""
@@ -299,11 +325,17 @@ def simulate(
     strict : turn those warnings into a :class:`SimulationError` (for CI use); an
         inconsistent q0 then fails before the first step.
 
+    Redundant constraint rows of Φ_q(q0) are left out of the integration when Φ(q0)
+    holds (λ = 0 there; ``info["removed_constraints"]``, ``info["lambda_not_unique"]``).
+
     Raises
     ------
     SimulationError
         On a singular matrix, a NaN, Ctrl-C or SIGTERM (``error.reason`` says which);
         ``error.result`` holds the steps computed until then.
+    MbdgenError
+        On invalid options; on redundant rows that Φ(q0) does not satisfy, or that
+        GCP or the hybrid algorithm would need to partition.
     """
     spec = get_method(method)
     if order is None:
@@ -364,6 +396,7 @@ def simulate(
             module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=newton_tol
         )
         x = np.concatenate([assembled.q, assembled.qd])
+    removed = _redundant_rows(module, t0, x[:n], p, constraints, newton_tol, assemble is not False)
     rows = n_steps // output_every + 1
     _check_output_size(rows, 2 * 2 * n + 4 * n + 2 * m + 8, output_every)
     warned: list[str] = []
@@ -398,7 +431,7 @@ def simulate(
     if spec.family == "welch":
         entry = getattr(module, spec.entry)
         state[welch.S_ORDER] = order
-        ws = welch.workspace(n, m, *welch.euler_parameter_layout(module))
+        ws = welch.workspace(n, m, *welch.euler_parameter_layout(module), removed.active)
 
         def advance(todo: int) -> int:
             return entry(p, ws, t0, h, x, state, todo, *outputs)
@@ -413,7 +446,7 @@ def simulate(
         t_out = t0 + h * output_every * np.arange(rows)
         t_out[-1] = min(t_out[-1], float(t_end))
         ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
-        ws = gcp_ws if partitioned else index1.workspace(n, m)
+        ws = gcp_ws if partitioned else index1.workspace(n, m, removed.active)
         aux = np.zeros(aux_size)
 
         def advance(todo: int) -> int:
@@ -447,7 +480,7 @@ def simulate(
         state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
         state[explicit.S_START] = start_code
         ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
-        ws = gcp_ws if partitioned else index1.workspace(n, m)
+        ws = gcp_ws if partitioned else index1.workspace(n, m, removed.active)
         aux = np.zeros(aux_size)
 
         def advance(todo: int) -> int:
@@ -558,6 +591,7 @@ def simulate(
             "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,
             "repartitions": len(repartitions),
+            "removed_constraints": len(removed.rows),
             # hybrid: output rows whose evaluation ran as pure GCP (near-singular Φ_q)
             "pure_gcp_rows": int(out_aux[:k, -1].sum()) if constraints == "hybrid" else 0,
             "setup_time_s": stepping - started,
@@ -577,6 +611,8 @@ def simulate(
             "constraints": constraints,
             "assembled_holding": None if assemble is False else list(hold),
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
+            "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
+            "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
             "status": "finished",
             "message": MESSAGES[OK],
@@ -601,7 +637,13 @@ def simulate(
             cause = f"the model raised {type(stop).__name__}: {stop}"
         else:
             cause = explain_failure(
-                module, status, ws, result, family=spec.family, repartitions=len(repartitions)
+                module,
+                status,
+                ws,
+                result,
+                family=spec.family,
+                repartitions=len(repartitions),
+                removed_rows=removed.rows,
             )
         message = f"stopped {where}: {cause}"
     else:
@@ -609,6 +651,8 @@ def simulate(
         warned.extend(_constraint_warnings(result, phi_tol))
         derived_quantities(module, result, p_final, reactions=False)
         warned.extend(_energy_warnings(result, energy_tol))
+    if removed:
+        message = f"{message}; {removed.note()}"
     result.info["status"] = "finished" if not reason else reason
     result.info["message"] = message
     if reason:

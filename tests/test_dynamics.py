@@ -154,15 +154,17 @@ def test_interrupt_keeps_the_steps_done(pendulum):
     assert len(info.value.result) == 2 * CHUNK_STEPS + 1
 
 
-def test_redundant_constraints_give_a_singular_matrix_error(tmp_path):
-    model = tmp_path / "redundant.py"
+def test_a_singular_augmented_matrix_is_an_error(tmp_path):
+    """M = diag(1, 1, 0) and a constraint that does not involve θ at θ = 0: the
+    augmented matrix of Eq. 7.2.1 is singular.  (Redundant rows found at t0 no longer
+    stop a run: they are removed, see test_faults_redundant.py.)"""
+    model = tmp_path / "singular.py"
     model.write_text(
         "import sympy as sp\n"
         "from mbdgen.model import Model\n"
         "x, y, th = sp.symbols('x y th')\n"
-        "model = Model(name='redundant', coordinates=[x, y, th], mass=sp.eye(3),\n"
-        "    force=[0, -9.81, 0], constraints=[x - sp.cos(th), 2 * x - 2 * sp.cos(th)],\n"
-        "    q0=[1, 0, 0])\n"
+        "model = Model(name='singular', coordinates=[x, y, th], mass=sp.diag(1, 1, 0),\n"
+        "    force=[0, -9.81, 0], constraints=[x - sp.cos(th)], q0=[1, 0, 0])\n"
     )
     with pytest.raises(SimulationError, match=r"redundant at t0.*phi\[1\]") as info:
         mbdgen.simulate(mbdgen.compile(model, tmp_path / "gen"), h=0.01, t_end=1.0)

@@ -218,3 +218,91 @@ def assemble(
         ),
         involved=dependent_rows(phi_q) if redundant else [],
     )
+
+
+#: ‖Φ(q0)‖∞ up to which a redundant mechanism counts as consistent at t0, so that its
+#: redundant rows may be removed for the integration (:func:`removable_rows`).
+CONSISTENCY_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class RemovedRows:
+    """Redundant constraint rows left out of an integration (:func:`removable_rows`).
+
+    ``active`` is the (m,) row weight vector the runtime takes (1.0 enforced, 0.0
+    removed); ``names`` label the removed rows; ``not_unique`` names the joints and
+    drivers whose rows take part in the dependency, whose reactions are therefore not
+    unique (the integrators report the particular solution with λ = 0 on the
+    removed rows).
+    """
+
+    active: np.ndarray
+    rows: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
+    not_unique: tuple[str, ...] = ()
+    rank: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def note(self) -> str:
+        """One line for messages ('' when nothing was removed)."""
+        if not self.rows:
+            return ""
+        return (
+            f"{len(self.rows)} redundant constraint row(s) removed at t0: "
+            f"{', '.join(self.names)} (rank Φ_q = {self.rank} of {self.active.size}); "
+            f"their λ is reported as 0, and the reactions (multipliers) of "
+            f"{', '.join(self.not_unique)} are not unique"
+        )
+
+
+def removable_rows(
+    module: ModuleType,
+    t0: float,
+    q: np.ndarray,
+    p: np.ndarray,
+    *,
+    tol: float = CONSISTENCY_TOL,
+    assembled: bool = False,
+) -> RemovedRows:
+    """The redundant rows of Φ_q(q, t0) that an integration may leave out.
+
+    A row that :func:`redundant_rows` finds dependent on earlier rows is implied by
+    them near q (to first order, and along the motion for a mechanism whose
+    redundancy is structural, such as Bricard's) *if* the configuration satisfies
+    all rows.  So rows are removed only when ‖Φ(q, t0)‖∞ ≤ ``tol``; otherwise the
+    redundant constraints are inconsistent at q (contradictory rows, or a q0 that
+    was never assembled) and :class:`MbdgenError` is raised, naming the rows.
+    """
+    m = module.N_CONSTRAINTS
+    active = np.ones(m)
+    if m == 0:
+        return RemovedRows(active)
+    q = np.asarray(q, dtype=np.float64)
+    phi_q = _kernel(module, "phi_q", t0, q, p)
+    rank, redundant = redundant_rows(phi_q)
+    if not redundant:
+        return RemovedRows(active, rank=rank)
+    labels = tuple(getattr(module, "CONSTRAINT_NAMES", None) or (f"phi[{i}]" for i in range(m)))
+    names = tuple(labels[i] for i in redundant)
+    phi = _kernel(module, "phi", t0, q, p)
+    worst = float(np.abs(phi).max())
+    if not worst <= tol:
+        where = "after assembly" if assembled else "at q0"
+        hint = "" if assembled else "; assemble q0 first (--assemble, or assemble=True)"
+        raise MbdgenError(
+            f"the constraints are redundant (row(s) {', '.join(names)} depend on the others, "
+            f"rank Φ_q = {rank} of {m}) and not satisfied {where} (‖Φ‖∞ = {worst:.3e} > "
+            f"{tol:g}): redundant rows can be removed only on a consistent configuration"
+            f"{hint}"
+        )
+    involved: list[str] = []
+    elements = hasattr(module, "ELEMENT_NAMES")  # else generalized coordinates: rows
+    bodies = set(getattr(module, "BODY_NAMES", ()))  # Euler-parameter normalizations
+    for i in dependent_rows(phi_q):
+        name = labels[i].split("[", 1)[0] if elements else labels[i]
+        if name not in involved and name not in bodies:
+            involved.append(name)
+    active[redundant] = 0.0
+    return RemovedRows(active, tuple(redundant), names, tuple(involved), rank)

@@ -9,6 +9,13 @@ is solved, with Baumgarte's stabilised right side (Haug 1989, Eq. 7.3.8)
     γ̂ = γ − 2α(Φ_q q̇ + Φ_t) − β²Φ,
 
 α = ``ctrl[0]``, β = ``ctrl[1]``; α = β = 0 is direct integration (§7.3.3).
+
+Redundant constraints (rows of Φ_q that depend on others) make the augmented matrix
+singular.  The workspace's ``active`` row weights remove them: a row with weight 0
+is replaced by λ_i = 0 (an identity row and column of the augmented matrix), so the
+remaining rows determine q̈ and a particular λ; ‖Φ‖ and ‖Φ̇‖ are still measured over
+every row.  Weights are 1.0 (all rows kept) unless the driver removed rows, and a
+weight of exactly 1.0 leaves the arithmetic bit for bit unchanged.
 """
 
 from __future__ import annotations
@@ -26,9 +33,16 @@ def n_aux(m: int) -> int:
     return m + 2
 
 
-def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
-    """Preallocated arrays for :func:`index1_rhs` (the ``ws`` tuple)."""
+def workspace(n: int, m: int, active: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Preallocated arrays for :func:`index1_rhs` (the ``ws`` tuple).
+
+    ``active`` : (m,) 1.0 for the constraint rows to enforce, 0.0 for redundant rows
+    removed (default: all enforced).
+    """
     N = n + m
+    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
+    if weights.shape != (m,):
+        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
     return (
         np.zeros((n, n)),  # M
         np.zeros(n),  # Q
@@ -38,14 +52,17 @@ def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
         np.zeros(m),  # γ
         np.zeros((N, N)),  # augmented matrix
         np.zeros(N),  # right side, then [q̈; λ]
+        weights.copy(),  # active row weights (1.0 enforced, 0.0 removed)
     )
 
 
 @njit(cache=True, inline="always")
-def solve_index1(n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, A, b):
+def solve_index1(n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, active, A, b):
     """Assemble and solve Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 into ``b = [q̈; λ]``.
 
-    Returns (status, ‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂).
+    Row i of Φ_q enters with weight ``active[i]``: 1.0 as usual, 0.0 replaces it by
+    λ_i = 0 (a removed redundant row).  Returns (status, ‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂), the
+    norms over all rows.
     """
     for i in range(n):
         for j in range(n):
@@ -54,15 +71,17 @@ def solve_index1(n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, 
     phi2 = 0.0
     phid2 = 0.0
     for i in range(m):
+        w = active[i]
         phid = phi_t[i]
         for j in range(n):
             v = phi_q[i, j]
-            A[n + i, j] = v
-            A[j, n + i] = v
+            A[n + i, j] = w * v
+            A[j, n + i] = w * v
             phid += v * qd[j]
         for j in range(m):
             A[n + i, n + j] = 0.0
-        b[n + i] = gamma[i] - 2.0 * alpha * phid - beta2 * phi[i]
+        A[n + i, n + i] = 1.0 - w
+        b[n + i] = w * (gamma[i] - 2.0 * alpha * phid - beta2 * phi[i])
         phi2 += phi[i] * phi[i]
         phid2 += phid * phid
     status = lu_solve_inplace(A, b, n + m)
@@ -76,12 +95,12 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     ``kern`` is a generated ``dynamics`` kernel of a model with n coordinates and m
     constraints (``ws`` is :func:`workspace` of those sizes).  Returns a status code.
     """
-    mass, force, phi, phi_q, phi_t, gamma, A, b = ws
+    mass, force, phi, phi_q, phi_t, gamma, A, b, active = ws
     q = x[:n]
     qd = x[n:]
     kern(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
     status, phi_norm, phid_norm = solve_index1(
-        n, m, qd, ctrl[0], ctrl[1] * ctrl[1], mass, force, phi, phi_q, phi_t, gamma, A, b
+        n, m, qd, ctrl[0], ctrl[1] * ctrl[1], mass, force, phi, phi_q, phi_t, gamma, active, A, b
     )
     for i in range(n):
         f[i] = qd[i]

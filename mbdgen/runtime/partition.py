@@ -84,7 +84,9 @@ def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> 
     """The ``ws`` tuple of :func:`gcp_rhs` and :func:`hybrid_rhs`.
 
     Holds the index-1 arrays, the full q and q̇ (Newton starts from them, so they
-    are seeded with the initial state), the partition and scratch for Φ_u.
+    are seeded with the initial state), the partition and scratch for Φ_u.  GCP
+    solves for m dependent coordinates, so it cannot run with redundant rows
+    removed (the driver refuses such mechanisms); its row weights are all 1.
     """
     N = n + m
     return (
@@ -94,6 +96,7 @@ def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> 
         np.array(dep, dtype=np.int64), np.array(ind, dtype=np.int64),
         np.zeros((m, m)), np.zeros(m),
         np.zeros((m, n)), np.zeros(n, dtype=np.int64),
+        np.ones(m),  # active row weights of solve_index1: GCP enforces every row
     )  # fmt: skip
 
 
@@ -193,7 +196,7 @@ def _correct(kern, n, m, t, p, ctrl, ws):
 
     Returns (status, Newton iterations, pivot ratio of Φ_u).
     """
-    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _ = ws
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _, _ = ws
     tol = ctrl[C_NEWTON_TOL]
     iters = 0
     while True:
@@ -242,9 +245,9 @@ def _correct(kern, n, m, t, p, ctrl, ws):
 @njit(cache=True, inline="always")
 def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
     """Solve Eq. 7.2.1 at the state in ``ws`` and fill ``aux``; a status."""
-    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _ = ws
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _, active = ws
     status, phi_norm, phid_norm = solve_index1(
-        n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, A, b
+        n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, active, A, b
     )
     for i in range(m):
         aux[i] = b[n + i]
@@ -296,7 +299,7 @@ def hybrid_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     ... often lead to divergence" there (§7.3.4).  It returns to Baumgarte as soon as
     the quality recovers.
     """
-    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, Wq, perm = ws
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, Wq, perm, _ = ws
     for i in range(n):
         q[i] = x[i]
         qd[i] = x[n + i]

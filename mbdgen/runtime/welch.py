@@ -92,16 +92,25 @@ def euler_parameter_layout(module: ModuleType) -> tuple[np.ndarray, np.ndarray]:
 
 
 def workspace(
-    n: int, m: int, quat: np.ndarray | None = None, keep: np.ndarray | None = None
+    n: int,
+    m: int,
+    quat: np.ndarray | None = None,
+    keep: np.ndarray | None = None,
+    active: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Preallocated arrays for :func:`welch_chunk` (the ``ws`` tuple).
 
     ``quat`` are the q offsets of Euler-parameter blocks, ``keep`` the constraint rows
     the scheme enforces (:func:`euler_parameter_layout`); default: none, all.
+    ``active`` (m,) is 1.0 for each row to enforce and 0.0 for a redundant row removed
+    (default: all 1.0); a removed kept row gets λ = 0 and an identity row in A.
     """
     quat = np.zeros(0, dtype=np.int64) if quat is None else np.asarray(quat, dtype=np.int64)
     keep = np.arange(m, dtype=np.int64) if keep is None else np.asarray(keep, dtype=np.int64)
     nb, mk = quat.size, keep.size
+    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
+    if weights.shape != (m,):
+        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
     nv = n - nb
     # T as columns: v index a ↦ up to 4 (q index, coefficient) pairs.
     tq = np.zeros((nv, 4), dtype=np.int64)
@@ -148,6 +157,7 @@ def workspace(
         np.zeros(m),  # λ scattered to all rows, for the record
         np.zeros((nv, 4)),  # T's coefficients
         tq, tn, quat, vb, keep,
+        weights[keep].copy(),  # row weights of the kept rows (0.0: removed, λ = 0)
     )  # fmt: skip
 
 
@@ -233,7 +243,7 @@ def _qddot_euler(nv, nb, quat, vb, tq, tn, tc, qd, v, vdot, out):
 
 
 @njit(cache=True)
-def _reduce_euler(n, nv, mk, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
+def _reduce_euler(n, nv, mk, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
     """M_v = TᵀMT, Q_v = Tᵀ(Q − M Ṫ v) (Ṫ v in ``w``) and B_v = Φ_q T (kept rows),
     then :func:`_factor`; a status."""
     for a in range(nv):
@@ -258,8 +268,8 @@ def _reduce_euler(n, nv, mk, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
             s = 0.0
             for r in range(tn[a]):
                 s += phi_q[row, tq[a, r]] * tc[a, r]
-            B[c, a] = s
-    return _factor(nv, mk, L, B, Wt, u, A)
+            B[c, a] = wk[c] * s
+    return _factor(nv, mk, L, B, Wt, u, A, wk)
 
 
 @njit(cache=True)
@@ -334,9 +344,12 @@ def _record(n, m, mk, keep, row, t, q, qd, qdd, lam, lam_all, phi, phi_q, phi_t,
 
 
 @njit(cache=True, inline="always")
-def _factor(nv, mk, L, B, Wt, u, A):
+def _factor(nv, mk, L, B, Wt, u, A, wk):
     """With M_v in L, Q_v in u and B_v in B: L Lᵀ = M_v, u = M_v⁻¹Q_v,
-    Wt = (M_v⁻¹B_vᵀ)ᵀ, A = B_v M_v⁻¹ B_vᵀ factored; a status."""
+    Wt = (M_v⁻¹B_vᵀ)ᵀ, A = B_v M_v⁻¹ B_vᵀ factored; a status.
+
+    A removed row (weight ``wk[c]`` = 0, its row of B zero) gets A[c, c] = 1, so that
+    A stays positive definite and λ_c = 0; weight 1 adds exactly 0.0."""
     status = cholesky_inplace(L, nv)
     if status != OK:
         return status
@@ -351,6 +364,7 @@ def _factor(nv, mk, L, B, Wt, u, A):
             for k in range(nv):
                 s += B[i, k] * Wt[j, k]
             A[i, j] = s
+        A[i, i] += 1.0 - wk[i]
     return cholesky_inplace(A, mk)
 
 
@@ -365,7 +379,7 @@ def _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w):
 
 
 @njit(cache=True, inline="always")
-def _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
+def _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
     """The reduced system of the current evaluation (after :func:`_prepare`)."""
     if nb == 0:  # Eq. 44: T = I, the model's own M, Q and Φ_q
         for i in range(n):
@@ -374,9 +388,9 @@ def _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
                 L[i, j] = M[i, j]
         for c in range(m):
             for a in range(n):
-                B[c, a] = phi_q[c, a]
-        return _factor(n, m, L, B, Wt, u, A)
-    return _reduce_euler(n, nv, mk, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
+                B[c, a] = wk[c] * phi_q[c, a]
+        return _factor(n, m, L, B, Wt, u, A, wk)
+    return _reduce_euler(n, nv, mk, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
 
 
 @njit(cache=True, inline="always")
@@ -420,7 +434,7 @@ def welch_chunk(
     """
     (M, Q, phi, phi_q, phi_t, gamma, Mh, Qh, phih, phi_qh, phi_th, gammah,
      L, B, Wt, u, A, lam, qp, vp, phip, qh, vh, v, vdot, qdw, w, qdd, lam_all,
-     tc, tq, tn, quat, vb, keep) = ws  # fmt: skip
+     tc, tq, tn, quat, vb, keep, wk) = ws  # fmt: skip
     nv = n - nb
     mk = m - nb
     q = x[:n]
@@ -436,7 +450,7 @@ def welch_chunk(
         _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w)
         dyn(t, q, qd, p, M, Q, phi, phi_q, phi_t, gamma)
         state[S_NEVAL] += 1
-        status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
+        status = _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
         if status != OK:
             return status
         for c in range(mk):
@@ -447,7 +461,7 @@ def welch_chunk(
                     s += phi_q[i, k] * w[k]
             for k in range(nv):
                 s += B[c, k] * u[k]
-            lam[c] = s
+            lam[c] = wk[c] * s
         cholesky_solve(A, lam, mk)
         _accel(nv, mk, Wt, u, lam, vdot)
         state[S_NHIST] = 1
@@ -462,7 +476,7 @@ def welch_chunk(
         t_new = t0 + (state[S_STEP] + 1) * h
         # predictor, Eqs. 43a/44a (the model at the current state is in ws)
         _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qdw, w)
-        status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
+        status = _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
         if status != OK:
             return status
         for c in range(mk):
@@ -472,7 +486,7 @@ def welch_chunk(
             for k in range(nv):
                 s += B[c, k] * v[k]
                 su += B[c, k] * u[k]
-            lam[c] = phi[i] * inv_h * inv_h + s * inv_h + su
+            lam[c] = wk[c] * (phi[i] * inv_h * inv_h + s * inv_h + su)
         cholesky_solve(A, lam, mk)
         _accel(nv, mk, Wt, u, lam, vdot)
         for a in range(nv):
@@ -492,7 +506,7 @@ def welch_chunk(
             _prepare(n, nv, nb, quat, vb, tq, tn, tc, qh, vh, qdw, w)
             dyn(t_n + 0.5 * h, qh, qdw, p, Mh, Qh, phih, phi_qh, phi_th, gammah)
             state[S_NEVAL] += 1
-            status = _reduce(n, m, nv, mk, nb, keep, tq, tn, tc, Mh, Qh, phi_qh, w,
+            status = _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, Mh, Qh, phi_qh, w,
                              L, B, Wt, u, A)  # fmt: skip
             if status != OK:
                 return status
@@ -502,7 +516,7 @@ def welch_chunk(
                 for k in range(nv):
                     s += B[c, k] * (v[k] - vp[k])
                     su += B[c, k] * u[k]
-                lam[c] = 2.0 * phip[keep[c]] * inv_h * inv_h + 2.0 * s * inv_h + su
+                lam[c] = wk[c] * (2.0 * phip[keep[c]] * inv_h * inv_h + 2.0 * s * inv_h + su)
             cholesky_solve(A, lam, mk)
             _accel(nv, mk, Wt, u, lam, vdot)  # v̇ over the step
             for a in range(nv):
