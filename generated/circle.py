@@ -23,11 +23,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "ae0556acc538f24724b4d18fa0611f51645eef32c6e9dcce4cee9e3488019649"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "circle"
-DESCRIPTION = 'Particle on a circle (tests of coordinate partitioning)'
+DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

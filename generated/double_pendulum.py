@@ -27,11 +27,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum"
-DESCRIPTION = 'Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)'
+DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -31,11 +31,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum_rsda"
-DESCRIPTION = 'Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1'
+DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

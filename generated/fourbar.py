@@ -29,11 +29,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "fourbar"
-DESCRIPTION = 'crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)'
+DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
 N_COORDINATES = 9
 N_CONSTRAINTS = 9
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -25,11 +25,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "pendulum"
-DESCRIPTION = 'Simple pendulum, Haug 1989 Example 7.2.1'
+DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
 N_COORDINATES = 3
 N_CONSTRAINTS = 2
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

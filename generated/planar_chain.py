@@ -29,11 +29,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "planar_chain"
-DESCRIPTION = 'planar 8-link pendulum chain (revolute joints, gravity)'
+DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
 N_COORDINATES = 24
 N_CONSTRAINTS = 16
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -29,11 +29,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank"
-DESCRIPTION = 'Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76'
+DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
 N_COORDINATES = 4
 N_CONSTRAINTS = 3
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -30,11 +30,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank_planar"
-DESCRIPTION = 'Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies'
+DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
 N_COORDINATES = 6
 N_CONSTRAINTS = 5
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -30,11 +30,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank_tsda"
-DESCRIPTION = 'Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2'
+DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -30,11 +30,11 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "966be78283d459e8"
+COMPILER_HASH = "ccfa5c620b77410b"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "welch_pendulum3d"
-DESCRIPTION = 'Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)'
+DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
 N_COORDINATES = 21
 N_CONSTRAINTS = 14
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -26,7 +26,7 @@ from mbdgen.codegen.abi import (
     abi_hash,
     entry_points_for,
 )
-from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash
+from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash, py_str
 from mbdgen.errors import CompileError
 from mbdgen.symbolic.derive import SymbolicSystem
 
@@ -150,7 +150,7 @@ def _generic_kernel(
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -158,6 +158,8 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters["py"] = py_str  # a Python string literal (never ``tojson``: JSON is not Python)
+    return env
 
 
 _BASE_KEYS = frozenset(
@@ -219,7 +221,7 @@ def _base_context(
         "compiler_hash": compiler_hash(),
         "abi_hash": abi_hash(),
         "model": model_name,
-        "description": repr(description),
+        "description": description,
         "n": n,
         "m": m,
         "n_euler": n_euler,

@@ -46,3 +46,18 @@ def read_stamp(path: Path) -> dict[str, str]:
     except OSError:
         return {}
     return dict(_STAMP.findall(text))
+
+
+def py_str(value: object) -> str:
+    """A Python string literal of ``str(value)`` (a template filter).
+
+    ``repr`` escapes what cannot appear raw and keeps every other character (also
+    outside the Basic Multilingual Plane) as it is; double quotes where the text
+    allows, as before.  JSON (``tojson``) is not Python: it writes 😀 as the pair
+    ``\\ud83d\\ude00``, which a Python literal reads as two lone surrogates.
+    """
+    text = str(value)
+    literal = repr(text)
+    if '"' not in text and "'" not in text:
+        literal = '"' + literal[1:-1] + '"'
+    return literal
