@@ -7,6 +7,7 @@ writes what it computed to the requested output file.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -103,9 +104,15 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
         if not sep:
             raise MbdgenError(f"--param {item!r}: write NAME=VALUE")
         try:
-            params[name.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise MbdgenError(f"--param {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise MbdgenError(
+                f"--param {item!r}: {value.strip()!r} is not a finite number "
+                f"(it reads as {number!r}); give a finite value"
+            )
+        params[name.strip()] = number
     return params
 
 

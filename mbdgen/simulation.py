@@ -99,7 +99,13 @@ def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> 
                 f"model {module.MODEL_NAME!r} has no parameter {name!r}; its parameters are "
                 f"{', '.join(module.PARAMETER_NAMES) or '(none)'}"
             )
-        p[module.PARAMETER_NAMES.index(name)] = float(value)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise MbdgenError(f"parameter {name!r} = {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise MbdgenError(f"parameter {name!r} = {value!r} is not a finite number")
+        p[module.PARAMETER_NAMES.index(name)] = number
     return p
 
 
