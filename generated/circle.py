@@ -23,7 +23,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "ae0556acc538f24724b4d18fa0611f51645eef32c6e9dcce4cee9e3488019649"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "circle"

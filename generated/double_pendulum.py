@@ -27,7 +27,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "0f413bbb5c0bdf9007df24d15230908d3e21d890c04af523f7309f45908b6889"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum"

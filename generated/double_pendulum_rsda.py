@@ -31,7 +31,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "double_pendulum_rsda"

@@ -29,7 +29,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "fourbar"

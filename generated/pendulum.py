@@ -25,7 +25,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "pendulum"

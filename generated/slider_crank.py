@@ -29,7 +29,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "slider_crank"

@@ -31,7 +31,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "spatial_slider_crank"

@@ -30,7 +30,7 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "962d5d700fd51755"
+COMPILER_HASH = "6daf82dc5a5cb0f4"
 ABI_HASH = "5fdc715da8e7836a"
 
 MODEL_NAME = "welch_pendulum3d"

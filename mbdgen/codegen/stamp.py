@@ -39,13 +39,25 @@ def source_hash(path: str | Path) -> str:
 _STAMP = re.compile(r'^(SOURCE_HASH|COMPILER_HASH|MBDGEN_VERSION) = "([^"]*)"$', re.MULTILINE)
 
 
-def read_stamp(path: Path) -> dict[str, str]:
-    """The stamp fields of a generated module, read from its text (no import)."""
+def read_stamp(path: str | Path) -> dict[str, str]:
+    """The stamp fields of a generated module, read from its text (no import).
+
+    Empty when the file is missing or unreadable, or when it is not a generated
+    module: one that lacks the mbdgen version, source hash or compiler hash.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return {}
-    return dict(_STAMP.findall(text))
+    return stamp_of(text)
+
+
+def stamp_of(text: str) -> dict[str, str]:
+    """The stamp fields of the module text ``text`` (see :func:`read_stamp`)."""
+    stamp = dict(_STAMP.findall(text))
+    if not {"MBDGEN_VERSION", "SOURCE_HASH", "COMPILER_HASH"} <= stamp.keys():
+        return {}
+    return stamp
 
 
 def py_str(value: object) -> str:
