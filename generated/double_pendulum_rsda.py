@@ -31,8 +31,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "6daf82dc5a5cb0f4"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "d82dfa954ce2ef47"
 ABI_HASH = "5fdc715da8e7836a"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "dbc8b04696e97e3debfc0c4f29551aef7ebdad19f6043e7d39aa4f133502654c"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

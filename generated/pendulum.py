@@ -25,8 +25,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "e6a871df2aa6234b8881c287aab9c3cd63765c05b68662c192d7c5dd9d78e293"
-COMPILER_HASH = "6daf82dc5a5cb0f4"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "d82dfa954ce2ef47"
 ABI_HASH = "5fdc715da8e7836a"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "a49c3146057b2282a13ebc268f9e18d9b0883e063c9047e61dea4f8d7601d7f4"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

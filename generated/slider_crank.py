@@ -29,8 +29,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "5674b15c96c150ac57e54fb71cf6baeda281e896be781bf4a0d67ea9e76db762"
-COMPILER_HASH = "6daf82dc5a5cb0f4"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "d82dfa954ce2ef47"
 ABI_HASH = "5fdc715da8e7836a"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "68bc69b1d9da4b524652c2be5f97f0aa8b26ce21e3d106c535c3d371f3e89c50"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"

@@ -30,8 +30,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
-COMPILER_HASH = "6daf82dc5a5cb0f4"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "d82dfa954ce2ef47"
 ABI_HASH = "5fdc715da8e7836a"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "e10519125b8783b71d0ab6108223b6460c590395002f4c398409c297f76d2982"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

@@ -30,8 +30,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "6daf82dc5a5cb0f4"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "d82dfa954ce2ef47"
 ABI_HASH = "5fdc715da8e7836a"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "0aebe2e1eab9573eadf160faa4ab2711b205fe9c365d1e2c117810f82f73445e"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"

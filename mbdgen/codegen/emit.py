@@ -10,7 +10,7 @@ mbdgen give byte-identical text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import jinja2
@@ -26,7 +26,14 @@ from mbdgen.codegen.abi import (
     abi_hash,
     entry_points_for,
 )
-from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash, py_str
+from mbdgen.codegen.stamp import (
+    BODY_HASH_PLACEHOLDER,
+    TEMPLATE_DIR,
+    compiler_hash,
+    dependencies_literal,
+    py_str,
+    seal,
+)
 from mbdgen.errors import CompileError
 from mbdgen.symbolic.derive import SymbolicSystem
 
@@ -162,12 +169,20 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def render_template(name: str, context: dict) -> str:
+    """Render template ``name`` and seal the text with its body hash (see
+    :func:`mbdgen.codegen.stamp.seal`)."""
+    return seal(_environment().get_template(name).render(**context))
+
+
 _BASE_KEYS = frozenset(
     {
         "version",
         "source_file",
         "source_hash",
+        "dependencies",
         "compiler_hash",
+        "body_hash",
         "abi_hash",
         "model",
         "description",
@@ -212,13 +227,16 @@ def _base_context(
     m: int,
     source_file: str,
     source_hash: str,
+    dependencies: Mapping[str, str] | None = None,
     n_euler: int = 0,
 ) -> dict:
     return {
         "version": __version__,
         "source_file": source_file,
         "source_hash": source_hash,
+        "dependencies": dependencies_literal(dependencies or {}),
         "compiler_hash": compiler_hash(),
+        "body_hash": BODY_HASH_PLACEHOLDER,
         "abi_hash": abi_hash(),
         "model": model_name,
         "description": description,
@@ -229,8 +247,17 @@ def _base_context(
     }
 
 
-def render_module(system: SymbolicSystem, source_file: str, source_hash: str) -> str:
-    """Source text of the generated module for ``system`` (the flat path)."""
+def render_module(
+    system: SymbolicSystem,
+    source_file: str,
+    source_hash: str,
+    dependencies: Mapping[str, str] | None = None,
+) -> str:
+    """Source text of the generated module for ``system`` (the flat path).
+
+    ``dependencies`` maps each input the model read besides its own file (path
+    relative to the model's folder) to its SHA-256; it is stamped into the module.
+    """
     model = system.model
     printer = KernelPrinter(_symbol_names(system))
     kernels: list[KernelCode] = []
@@ -270,7 +297,7 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
             }
         )
     context = _base_context(
-        model.name, model.description, model.n, model.m, source_file, source_hash
+        model.name, model.description, model.n, model.m, source_file, source_hash, dependencies
     )
     context.update(
         {
@@ -287,4 +314,4 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
         }
     )
     assert set(context) == TEMPLATE_KEYS, set(context) ^ TEMPLATE_KEYS
-    return _environment().get_template("module.py.j2").render(**context)
+    return render_template("module.py.j2", context)
