@@ -113,9 +113,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
         except ValueError:
             raise MbdgenError(f"--param {item!r}: {value!r} is not a number") from None
         if not math.isfinite(number):
+            text = value.strip()
+            spelled = text.lower().lstrip("+-") in ("nan", "inf", "infinity")
             raise MbdgenError(
-                f"--param {item!r}: {value.strip()!r} is not a finite number "
-                f"(it reads as {number!r}); give a finite value"
+                f"--param {item!r}: {text!r} is not a finite number"
+                + ("" if spelled else f" (it reads as {number!r})")
+                + "; give a finite value"
             )
         params[name.strip()] = number
     return params

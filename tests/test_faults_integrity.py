@@ -209,6 +209,7 @@ def test_a_non_finite_parameter_on_the_command_line_is_a_one_line_error(value):
     res = _cli("assemble", MODELS / "pendulum.py", "--out-dir", GENERATED, "-p", f"g={value}")
     line = _one_line_error(res)
     assert line.startswith(f"error: --param 'g={value}': '{value}' is not a finite number")
+    assert ("(it reads as inf)" in line) == (value == "1e400")
 
 
 def test_parameter_vector_rejects_non_finite_values(pendulum):
