@@ -30,8 +30,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "f843df295b1041aa759eaab0be327ca7c0e4108c07a0c6391274c63c0079a126"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -23,11 +23,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "396d52ec9f295596607d52d1f69467b47d0e68a43a55edceba52af5bbc63d36f"
 
 MODEL_NAME = "circle"
-DESCRIPTION = 'Particle on a circle (tests of coordinate partitioning)'
+DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

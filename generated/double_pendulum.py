@@ -27,11 +27,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "f478d80f39cb0dda2acfdd010fc7221872553c2fbb3c2a817b90ec1d9e33a1f9"
 
 MODEL_NAME = "double_pendulum"
-DESCRIPTION = 'Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)'
+DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -31,11 +31,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "284586f94b49f1fa8618c10a35748d04ee2389008ee1fbc1eabc4946440f8b00"
 
 MODEL_NAME = "double_pendulum_rsda"
-DESCRIPTION = 'Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1'
+DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -29,11 +29,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "629b8c7a6f24730c38568c54000a903a98c660e8a2a820f3c7694c54926dc1e2"
 
 MODEL_NAME = "fourbar"
-DESCRIPTION = 'crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)'
+DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
 N_COORDINATES = 9
 N_CONSTRAINTS = 9
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -25,11 +25,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "d4735c1aea0ce5e8b49d47041f478406e207e7e67763bb031deb327c16457ab5"
 
 MODEL_NAME = "pendulum"
-DESCRIPTION = 'Simple pendulum, Haug 1989 Example 7.2.1'
+DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
 N_COORDINATES = 3
 N_CONSTRAINTS = 2
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

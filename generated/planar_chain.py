@@ -29,11 +29,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "50a49cfaa0f194d91efa70fefa2b0b4f1e170968f5d38cd1912f879834fd4e10"
 
 MODEL_NAME = "planar_chain"
-DESCRIPTION = 'planar 8-link pendulum chain (revolute joints, gravity)'
+DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
 N_COORDINATES = 24
 N_CONSTRAINTS = 16
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

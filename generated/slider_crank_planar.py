@@ -30,11 +30,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "38b6e9394b8f438db7dcb959c77c0900eb5f8abf5feefaffcaef843ce39d4f14"
 
 MODEL_NAME = "slider_crank_planar"
-DESCRIPTION = 'Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies'
+DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
 N_COORDINATES = 6
 N_CONSTRAINTS = 5
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -31,8 +31,12 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "c4698cf395a26af715f12a1808f0716c37a82b7e55438dea02d92764911dcb6f"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

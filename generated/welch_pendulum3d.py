@@ -30,11 +30,15 @@ rt.canonical_name(globals())  # one name for Numba's cache, however the module i
 MBDGEN_VERSION = "0.1.0"
 SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
-COMPILER_HASH = "e4d2c138ab2f39a0"
+# Files the model read besides its own (path from the model's folder: SHA-256).
+DEPENDENCIES = {}
+COMPILER_HASH = "9187a18ad25abc12"
 ABI_HASH = "cf7b608edf4f9e1f"
+# SHA-256 of this file without the next line: an edited module is refused.
+BODY_HASH = "a9d3edef84709e9ccc1b7b5319969ebe37267c019489ffbfb7de5ad554dfe4fe"
 
 MODEL_NAME = "welch_pendulum3d"
-DESCRIPTION = 'Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)'
+DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
 N_COORDINATES = 21
 N_CONSTRAINTS = 14
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)

@@ -8,6 +8,7 @@ the requested output file; output paths are checked before the run starts.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -99,17 +100,22 @@ def main(debug: bool) -> None:
 @click.option("--force", is_flag=True, help="Regenerate even if the module is up to date.")
 @click.option("--check", is_flag=True, help="Only check that the module is up to date (exit 1).")
 def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
-    """Generate the kernel module of MODEL (a models/*.py file)."""
+    """Generate the kernel module of MODEL (a models/*.py file).
+
+    An existing module that was edited by hand (its text does not match its stamp)
+    is refused, and replaced only with --force; a file that is not a generated module
+    is never written over.
+    """
     from mbdgen.compiler import generate, generated_path, stale_reason
 
     target = generated_path(model, out_dir)
-    reason = stale_reason(model, target)
     if check:
+        reason = stale_reason(model, target)
         if reason is not None:
             raise MbdgenError(f"{target} is out of date: {reason}")
         click.echo(f"{target} is up to date")
         return
-    if reason is None and not force:
+    if not force and stale_reason(model, target) is None:
         click.echo(f"{target} is up to date")
         return
     path, written = generate(model, out_dir)
@@ -123,9 +129,18 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
         if not sep:
             raise MbdgenError(f"--param {item!r}: write NAME=VALUE")
         try:
-            params[name.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise MbdgenError(f"--param {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            text = value.strip()
+            spelled = text.lower().lstrip("+-") in ("nan", "inf", "infinity")
+            raise MbdgenError(
+                f"--param {item!r}: {text!r} is not a finite number"
+                + ("" if spelled else f" (it reads as {number!r})")
+                + "; give a finite value"
+            )
+        params[name.strip()] = number
     return params
 
 

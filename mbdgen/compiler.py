@@ -11,8 +11,13 @@ The pipeline, stage by stage (STYLE lesson 1):
 4. the text is written atomically to ``<out_dir>/<model name>.py`` (only if it
    changed, so Numba's cache of an unchanged module stays valid) and imported.
 
-A generated module is *stale* when its stamped model-source hash or compiler hash
-differs from the current ones; :func:`compile` then regenerates it.
+A generated module is *stale* when its stamped model-source hash, the hash of an
+input the model read (``DEPENDENCIES``: data files, helper modules) or the compiler
+hash differs from the current one; :func:`compile` then regenerates it.  A module
+whose text does not match its own ``BODY_HASH`` was edited by hand or damaged: it
+is refused (:class:`StaleModuleError`), never used nor silently overwritten, until
+``mbdgen compile --force`` regenerates it.  Only files that carry an mbdgen stamp
+are ever written over, and never the model file itself.
 """
 
 from __future__ import annotations
@@ -20,12 +25,19 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from mbdgen.codegen.stamp import compiler_hash, read_stamp, source_hash
-from mbdgen.errors import StaleModuleError
+from mbdgen.codegen.stamp import (
+    body_hash,
+    compiler_hash,
+    read_dependencies,
+    read_stamp,
+    source_hash,
+    stamp_of,
+)
+from mbdgen.errors import CompileError, StaleModuleError
+from mbdgen.fileio import atomic_write, blocking_file
 
 DEFAULT_OUT_DIR = Path("generated")
 
@@ -33,43 +45,117 @@ DEFAULT_OUT_DIR = Path("generated")
 def generated_path(model_path: str | Path, out_dir: str | Path | None = None) -> Path:
     """Where the module of ``model_path`` goes: ``<out_dir>/<file stem>.py``.
 
-    The model's ``name`` must equal the file stem (checked by :func:`generate`), so
-    the path is known without executing the model.
+    The model's ``name`` must equal the file stem (checked by :func:`render`), so
+    the path is known without executing the model.  Raises :class:`CompileError`
+    when that path is the model file itself (``-o`` naming the model's folder).
     """
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT_DIR
-    return out / f"{Path(model_path).stem}.py"
+    target = out / f"{Path(model_path).stem}.py"
+    if _same_file(target, model_path):
+        raise CompileError(
+            f"refusing to write {target}: it is the model file {model_path} itself, which "
+            "its generated module would replace; choose another output folder "
+            "(-o/--out-dir), e.g. generated/"
+        )
+    return target
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _read_module(module_path: Path) -> str:
+    try:
+        return module_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
+def check_body(module_path: str | Path, text: str, model: str | Path | None = None) -> None:
+    """Refuse a generated module whose text does not match its ``BODY_HASH``.
+
+    ``text`` is the module's text (carrying an mbdgen stamp).  A module of an older
+    mbdgen without a body hash is accepted here (its compiler hash makes it stale);
+    one stamped by this compiler must have a matching body hash.
+    """
+    stamp = stamp_of(text)
+    stamped = stamp.get("BODY_HASH")
+    if stamped is None and stamp.get("COMPILER_HASH") != compiler_hash():
+        return
+    if stamped is None or stamped != body_hash(text):
+        model = model if model is not None else stamp.get("SOURCE_FILE", "MODEL")
+        raise StaleModuleError(
+            f"{module_path} does not match its mbdgen stamp (BODY_HASH): it was edited by "
+            f"hand or damaged; regenerate it with `mbdgen compile --force {model}` "
+            "(this replaces it) or move it away"
+        )
 
 
 def stale_reason(model_path: str | Path, module_path: str | Path) -> str | None:
-    """Why ``module_path`` is out of date for ``model_path``, or None if it is current."""
+    """Why ``module_path`` is out of date for ``model_path``, or None if it is current.
+
+    Reads files only (no SymPy, no import): the model, the inputs its stamp lists and
+    the module itself.  Raises :class:`StaleModuleError` for a module whose text does
+    not match its body hash (see :func:`check_body`).
+    """
     module_path = Path(module_path)
     if not module_path.exists():
         return f"{module_path} does not exist"
-    stamp = read_stamp(module_path)
+    text = _read_module(module_path)
+    stamp = stamp_of(text)
     if not stamp:
         return f"{module_path} has no mbdgen stamp"
-    if stamp.get("SOURCE_HASH") != source_hash(model_path):
-        return f"{model_path} changed since {module_path} was generated"
-    if stamp.get("COMPILER_HASH") != compiler_hash():
+    check_body(module_path, text, model_path)
+    if stamp["COMPILER_HASH"] != compiler_hash():
         return (
             f"{module_path} was generated by another compiler version "
-            f"(mbdgen {stamp.get('MBDGEN_VERSION', '?')})"
+            f"(mbdgen {stamp['MBDGEN_VERSION']})"
         )
+    if stamp["SOURCE_HASH"] != source_hash(model_path):
+        return f"{model_path} changed since {module_path} was generated"
+    folder = Path(model_path).resolve().parent
+    for name, digest in sorted((read_dependencies(text) or {}).items()):
+        dep = folder / name
+        if not dep.is_file():
+            return (
+                f"{name}, which {model_path} read when {module_path} was generated, "
+                "no longer exists"
+            )
+        if source_hash(dep) != digest:
+            return f"{name} (read by {model_path}) changed since {module_path} was generated"
     return None
 
 
+def _check_ours(path: Path) -> None:
+    """Refuse to write over an existing file that is not a generated module."""
+    if path.exists() and not read_stamp(path):
+        raise CompileError(
+            f"refusing to write {path}: the file exists and is not a module generated by "
+            "mbdgen (it has no mbdgen stamp); choose another output folder (-o/--out-dir) "
+            "or move the file away"
+        )
+
+
 def _write_if_changed(path: Path, text: str) -> bool:
-    if path.exists() and path.read_text(encoding="utf-8") == text:
+    """Write ``text`` to ``path`` atomically unless it already holds it.
+
+    Only ever replaces a file that carries an mbdgen stamp (see :func:`_check_ours`).
+    """
+    _check_ours(path)
+    if path.exists() and _read_module(path) == text:
         return False
+    blocker = blocking_file(path.parent)
+    if blocker is not None:
+        raise CompileError(
+            f"cannot write {path}: {blocker} is a file, not a folder; choose another "
+            "output folder (-o/--out-dir)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as fh:
+        fh.write(text.encode("utf-8"))
     return True
 
 
@@ -83,46 +169,64 @@ def render(model_path: str | Path, *, flat: bool = False) -> str:
     from mbdgen.codegen.emit import render_module
     from mbdgen.errors import ModelError
     from mbdgen.model.core import Model
-    from mbdgen.model.loader import load_model
+    from mbdgen.model.loader import load_model_with_inputs
     from mbdgen.symbolic.derive import derive
 
     model_path = Path(model_path)
-    model = load_model(model_path)
+    model, inputs = load_model_with_inputs(model_path)
     if model.name != model_path.stem:
         raise ModelError(
             f"{model_path}: the model is named {model.name!r} but the file is "
             f"{model_path.name!r}; name the file {model.name}.py (the generated module "
             "takes the model's name)"
         )
+    stamp = (model_path.name, source_hash(model_path), inputs)
     if isinstance(model, Model):
-        return render_module(derive(model), model_path.name, source_hash(model_path))
+        return render_module(derive(model), *stamp)
     if flat:
-        return render_module(derive(model.flatten()), model_path.name, source_hash(model_path))
+        return render_module(derive(model.flatten()), *stamp)
     from mbdgen.codegen.elements import render_element_module
     from mbdgen.symbolic.elements import derive_mechanism
 
-    return render_element_module(derive_mechanism(model), model_path.name, source_hash(model_path))
+    return render_element_module(derive_mechanism(model), *stamp)
 
 
 def generate(model_path: str | Path, out_dir: str | Path | None = None) -> tuple[Path, bool]:
-    """Regenerate the module of ``model_path``; returns (path, whether it was rewritten)."""
+    """Regenerate the module of ``model_path``; returns (path, whether it was rewritten).
+
+    Refuses (:class:`CompileError`) to write over the model file or over any other
+    file that is not a generated module, before the (costly) rendering.
+    """
     target = generated_path(model_path, out_dir)
+    _check_ours(target)
     return target, _write_if_changed(target, render(model_path))
 
 
 def import_generated(module_path: str | Path) -> ModuleType:
-    """Import a generated module from its file (cached per path and content stamp)."""
+    """Import a generated module from its file (cached per path and content stamp).
+
+    Refuses (:class:`StaleModuleError`) a file without an mbdgen stamp and a module
+    whose text does not match its body hash (see :func:`check_body`).
+    """
     module_path = Path(module_path).resolve()
     from mbdgen.runtime import module_name
 
     name = module_name(str(module_path))
-    stamp = read_stamp(module_path)
+    if not module_path.is_file():
+        raise StaleModuleError(f"cannot import {module_path}: no such file")
+    text = _read_module(module_path)
+    stamp = stamp_of(text)
+    if not stamp:
+        raise StaleModuleError(
+            f"cannot import {module_path}: it is not a module generated by mbdgen "
+            "(it has no mbdgen stamp)"
+        )
+    check_body(module_path, text)
     old = sys.modules.get(name)
     if (
         old is not None
         and getattr(old, "__file__", None) == str(module_path)
-        and getattr(old, "SOURCE_HASH", None) == stamp.get("SOURCE_HASH")
-        and getattr(old, "COMPILER_HASH", None) == stamp.get("COMPILER_HASH")
+        and all(getattr(old, key, None) == value for key, value in stamp.items())
     ):
         return old
     spec = importlib.util.spec_from_file_location(name, module_path)

@@ -8,12 +8,10 @@ either the old file or the complete new one, never a truncated one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +19,7 @@ from typing import IO, Any
 import numpy as np
 
 from mbdgen.errors import MbdgenError, OutputError, ResultFileError
+from mbdgen.fileio import atomic_write, blocking_file
 
 #: File types :meth:`Result.save` writes.
 RESULT_SUFFIXES = (".npz", ".csv")
@@ -43,13 +42,9 @@ def check_destination(path: str | Path, suffixes: tuple[str, ...] = RESULT_SUFFI
     if path.is_dir():
         raise OutputError(f"cannot write {str(path)!r}: it is a folder; give a file name")
     folder = path.parent
-    for ancestor in (folder, *folder.parents):
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                raise OutputError(
-                    f"cannot write {str(path)!r}: {str(ancestor)!r} is a file, not a folder"
-                )
-            break
+    blocker = blocking_file(folder)
+    if blocker is not None:
+        raise OutputError(f"cannot write {str(path)!r}: {str(blocker)!r} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -63,39 +58,6 @@ def check_destination(path: str | Path, suffixes: tuple[str, ...] = RESULT_SUFFI
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputError(f"cannot write {str(path)!r}: the file is read-only")
     return path
-
-
-def _file_mode(path: Path) -> int:
-    """The mode a plain ``open(path, "w")`` would give: the old file's, else 0o666 & ~umask
-    (``mkstemp`` creates 0o600)."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Open a temporary file beside ``path``; on success rename it over ``path``.
-
-    On any exception, KeyboardInterrupt included, the temporary file is removed and
-    ``path`` is left as it was.  The data are flushed to disk before the rename.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _file_mode(path))
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass

@@ -23,6 +23,7 @@ from mbdgen import interrupts
 from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_rows
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
+from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
 from mbdgen.results import Result
 from mbdgen.runtime import adaptive, explicit, index1, partition, welch
@@ -92,15 +93,6 @@ def _tables(start: str, k: int, corrector: str | None) -> tuple[np.ndarray, ...]
     return (ab, am, *rk_arrays(tableau))
 
 
-def resolve_model(model: ModuleType | str | Path) -> ModuleType:
-    """A generated module, or a model file compiled on demand."""
-    if isinstance(model, ModuleType):
-        return model
-    from mbdgen.compiler import compile as compile_model
-
-    return compile_model(model)
-
-
 #: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
 #: :func:`derived_quantities` on a subsampled result.
 MAX_REACTION_VALUES = 50_000_000
@@ -138,28 +130,6 @@ def derived_quantities(
     if n_react:
         result._reactions = react
         result.reaction_names = tuple(module.REACTION_NAMES)
-
-
-def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> np.ndarray:
-    """The module's default parameters with ``params`` (by name) substituted."""
-    p = np.array(module.P_DEFAULT, dtype=np.float64)
-    for name, value in (params or {}).items():
-        if name not in module.PARAMETER_NAMES:
-            raise MbdgenError(
-                f"model {module.MODEL_NAME!r} has no parameter {name!r}; its parameters are "
-                f"{', '.join(module.PARAMETER_NAMES) or '(none)'}"
-            )
-        p[module.PARAMETER_NAMES.index(name)] = float(value)
-    return p
-
-
-def _vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:
-    if value is None:
-        return np.array(default, dtype=np.float64)
-    arr = np.asarray(value, dtype=np.float64).ravel()
-    if arr.shape != default.shape:
-        raise MbdgenError(f"{what} has {arr.size} entries, expected {default.size}")
-    return arr
 
 
 def _initial_partition(
@@ -387,7 +357,7 @@ def simulate(
     module = resolve_model(model)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     p = parameter_vector(module, params)
-    x = np.concatenate([_vector(q0, module.Q0, "q0"), _vector(qd0, module.QD0, "qd0")])
+    x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import GENERATED, MODELS, ROOT, run_python
 
+from mbdgen.codegen.stamp import body_hash
 from mbdgen.compiler import compile as compile_model
 from mbdgen.compiler import generate, render, stale_reason
 from mbdgen.errors import StaleModuleError
@@ -59,9 +60,14 @@ def test_stale_module_is_detected_and_regenerated(tmp_path):
     module = compile_model(model, out)
     assert path.stat().st_mtime_ns != mtime
     assert module.P_DEFAULT[3] == 9.80665
-    # a module from another compiler version is stale too
-    path.write_text(path.read_text().replace(module.COMPILER_HASH, "0" * 16))
+    # a module from another compiler version is stale too (its own body hash matches)
+    text = path.read_text(encoding="utf-8").replace(module.COMPILER_HASH, "0" * 16)
+    path.write_text(text.replace(module.BODY_HASH, body_hash(text)), encoding="utf-8")
     assert "another compiler" in stale_reason(model, path)
+    # the same edit by hand, without a matching body hash, is refused
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(StaleModuleError, match="edited by hand or damaged"):
+        stale_reason(model, path)
 
 
 _RUN = """

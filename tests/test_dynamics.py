@@ -166,7 +166,8 @@ def test_a_singular_augmented_matrix_is_an_error(tmp_path):
         "model = Model(name='singular', coordinates=[x, y, th], mass=sp.diag(1, 1, 0),\n"
         "    force=[0, -9.81, 0], constraints=[x - sp.cos(th)], q0=[1, 0, 0])\n"
     )
-    with pytest.raises(SimulationError, match=r"redundant at t0.*phi\[1\]") as info:
+    message = r"mass matrix is singular on the motions the constraints allow: coordinate\(s\) th "
+    with pytest.raises(SimulationError, match=message) as info:
         mbdgen.simulate(mbdgen.compile(model, tmp_path / "gen"), h=0.01, t_end=1.0)
     assert len(info.value.result) == 0
 

@@ -363,7 +363,7 @@ def test_gcp_that_finds_no_partition_says_so():
         (["--plot", "x.bmp"], "use a file name ending in .png or .pdf or .svg"),
         (["--hold", "x1"], "--hold keeps coordinates during assembly: add --assemble"),
         (["--constraints", "baumgarte"], "Baumgarte stabilization needs alpha or beta > 0"),
-        (["--out-dir", "afile"], "afile"),
+        (["--out-dir", "afile"], "afile is a file, not a folder"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path, monkeypatch, args, message):

@@ -140,7 +140,7 @@ def assemble(
     Raises :class:`MbdgenError` when the held coordinates leave no solution, or the
     constraints are inconsistent (the message carries the remaining ‖Φ‖).
     """
-    from mbdgen.simulation import parameter_vector
+    from mbdgen.inputs import parameter_vector
 
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     names = list(module.COORDINATE_NAMES)

@@ -417,7 +417,7 @@ def equilibrium(
         q0 cannot be assembled, the minimization or the settling fails (the message
         says why), or ``method`` is unknown.
     """
-    from mbdgen.simulation import _vector, parameter_vector, resolve_model
+    from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 
     if method not in ("minimize", "settle"):
         raise MbdgenError(f"unknown equilibrium method {method!r}: use 'minimize' or 'settle'")
@@ -425,7 +425,7 @@ def equilibrium(
         raise MbdgenError(f"the settling damping c = {damping:g} must be positive")
     module = resolve_model(model)
     p = parameter_vector(module, params)
-    q = _vector(q0, np.asarray(module.Q0, dtype=float), "q0")
+    q = state_vector(q0, np.asarray(module.Q0, dtype=float), "q0")
     solved = newton_positions(module, t, q, p, tol=NEWTON_TOL, max_iterations=100)
     if solved is None:
         raise MbdgenError(

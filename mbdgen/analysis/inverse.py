@@ -200,7 +200,7 @@ def inverse_dynamics(
     MbdgenError
         As :func:`kinematics` does, and when Φ_qᵀλ = Q − M q̈ has no solution.
     """
-    from mbdgen.simulation import parameter_vector, resolve_model
+    from mbdgen.inputs import parameter_vector, resolve_model
 
     module = resolve_model(model)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS

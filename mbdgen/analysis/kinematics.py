@@ -177,7 +177,7 @@ def kinematics(
         Φ_q became singular; ``error.t`` and ``error.condition`` say where and how badly,
         ``error.result`` holds the solution before.
     """
-    from mbdgen.simulation import _vector, parameter_vector, resolve_model
+    from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 
     module = resolve_model(model)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
@@ -249,7 +249,7 @@ def kinematics(
         return qd, qdd, cond
 
     # t0: Newton from the estimate q0, then the rank test
-    guess = _vector(q0, np.asarray(module.Q0, dtype=float), "q0")
+    guess = state_vector(q0, np.asarray(module.Q0, dtype=float), "q0")
     solved = newton_positions(module, t0, guess, p, tol=tol, max_iterations=4 * max_iterations)
     if solved is None:
         _check_determined(module, _kernel(module, "phi_q", t0, guess, p))

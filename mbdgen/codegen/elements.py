@@ -13,7 +13,7 @@ stored compressed (:mod:`mbdgen.runtime.tables`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,8 +26,8 @@ from mbdgen.codegen.emit import (
     KernelPrinter,
     Statement,
     _base_context,
-    _environment,
     _generic_kernel,
+    render_template,
 )
 from mbdgen.model.core import t
 from mbdgen.model.elements import SLOT_SIZES
@@ -222,8 +222,14 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
     return data
 
 
-def render_element_module(esys: ElementSystem, source_file: str, source_hash: str) -> str:
-    """Source text of the element-path module of ``esys`` (same ABI as the flat path)."""
+def render_element_module(
+    esys: ElementSystem,
+    source_file: str,
+    source_hash: str,
+    dependencies: Mapping[str, str] | None = None,
+) -> str:
+    """Source text of the element-path module of ``esys`` (same ABI as the flat path);
+    ``dependencies`` as in :func:`mbdgen.codegen.emit.render_module`."""
     mech = esys.mechanism
     printer = KernelPrinter({t: "t"})
     element_kernels: list[KernelCode] = []
@@ -295,7 +301,14 @@ def render_element_module(esys: ElementSystem, source_file: str, source_hash: st
     ]
     n_euler = sum(1 for b in mech.bodies if b.kind == "spatial")
     context = _base_context(
-        mech.name, mech.description, mech.n, mech.m, source_file, source_hash, n_euler
+        mech.name,
+        mech.description,
+        mech.n,
+        mech.m,
+        source_file,
+        source_hash,
+        dependencies,
+        n_euler,
     )
     context.update(
         {
@@ -312,4 +325,4 @@ def render_element_module(esys: ElementSystem, source_file: str, source_hash: st
         }
     )
     assert set(context) == ELEMENT_TEMPLATE_KEYS, set(context) ^ ELEMENT_TEMPLATE_KEYS
-    return _environment().get_template("elements.py.j2").render(**context)
+    return render_template("elements.py.j2", context)

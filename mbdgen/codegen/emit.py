@@ -10,7 +10,7 @@ mbdgen give byte-identical text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import jinja2
@@ -26,7 +26,14 @@ from mbdgen.codegen.abi import (
     abi_hash,
     entry_points_for,
 )
-from mbdgen.codegen.stamp import TEMPLATE_DIR, compiler_hash
+from mbdgen.codegen.stamp import (
+    BODY_HASH_PLACEHOLDER,
+    TEMPLATE_DIR,
+    compiler_hash,
+    dependencies_literal,
+    py_str,
+    seal,
+)
 from mbdgen.errors import CompileError
 from mbdgen.symbolic.derive import SymbolicSystem
 
@@ -157,7 +164,7 @@ def _generic_kernel(
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -165,6 +172,14 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters["py"] = py_str  # a Python string literal (never ``tojson``: JSON is not Python)
+    return env
+
+
+def render_template(name: str, context: dict) -> str:
+    """Render template ``name`` and seal the text with its body hash (see
+    :func:`mbdgen.codegen.stamp.seal`)."""
+    return seal(_environment().get_template(name).render(**context))
 
 
 _BASE_KEYS = frozenset(
@@ -172,7 +187,9 @@ _BASE_KEYS = frozenset(
         "version",
         "source_file",
         "source_hash",
+        "dependencies",
         "compiler_hash",
+        "body_hash",
         "abi_hash",
         "model",
         "description",
@@ -218,6 +235,7 @@ def _base_context(
     m: int,
     source_file: str,
     source_hash: str,
+    dependencies: Mapping[str, str] | None = None,
     n_euler: int = 0,
     has_potential: bool = True,
 ) -> dict:
@@ -225,10 +243,12 @@ def _base_context(
         "version": __version__,
         "source_file": source_file,
         "source_hash": source_hash,
+        "dependencies": dependencies_literal(dependencies or {}),
         "compiler_hash": compiler_hash(),
+        "body_hash": BODY_HASH_PLACEHOLDER,
         "abi_hash": abi_hash(),
         "model": model_name,
-        "description": repr(description),
+        "description": description,
         "n": n,
         "m": m,
         "n_euler": n_euler,
@@ -237,8 +257,17 @@ def _base_context(
     }
 
 
-def render_module(system: SymbolicSystem, source_file: str, source_hash: str) -> str:
-    """Source text of the generated module for ``system`` (the flat path)."""
+def render_module(
+    system: SymbolicSystem,
+    source_file: str,
+    source_hash: str,
+    dependencies: Mapping[str, str] | None = None,
+) -> str:
+    """Source text of the generated module for ``system`` (the flat path).
+
+    ``dependencies`` maps each input the model read besides its own file (path
+    relative to the model's folder) to its SHA-256; it is stamped into the module.
+    """
     model = system.model
     printer = KernelPrinter(_symbol_names(system))
     kernels: list[KernelCode] = []
@@ -284,6 +313,7 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
         model.m,
         source_file,
         source_hash,
+        dependencies,
         has_potential=model.has_potential,
     )
     context.update(
@@ -301,4 +331,4 @@ def render_module(system: SymbolicSystem, source_file: str, source_hash: str) ->
         }
     )
     assert set(context) == TEMPLATE_KEYS, set(context) ^ TEMPLATE_KEYS
-    return _environment().get_template("module.py.j2").render(**context)
+    return render_template("module.py.j2", context)

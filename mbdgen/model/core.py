@@ -9,6 +9,7 @@ see is checked here, so later stages can trust their input (DESIGN rule 9).
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,19 @@ def check_symbol_names(groups: Iterable[tuple[str, Iterable[sp.Symbol]]]) -> Non
             if s.name in seen:
                 raise ModelError(f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}")
             seen[s.name] = what
+
+
+def finite_number(value: object, what: str) -> float:
+    """``value`` as a float if it is a finite number, else a :class:`ModelError` naming
+    ``what``: NaN and ±inf (also ``1e400``, which reads as inf) are no defaults or
+    initial values; the generated module could not even spell them."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} = {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise ModelError(f"{what} = {value!r} is not a finite number; give a finite value")
+    return number
 
 
 def speeds(coordinates: Iterable[sp.Symbol]) -> list[sp.Symbol]:
@@ -222,14 +236,15 @@ class Model:
         )
         self._check_free(sp.Matrix([potential]), coord_set | par_set | {t}, "potential energy", "V")
 
-        object.__setattr__(self, "q0", self._numbers(self.q0, n, "q0"))
+        object.__setattr__(self, "q0", self._numbers(self.q0, coords, "q0"))
         qd0 = self.qd0 if self.qd0 is not None else [0.0] * n
-        object.__setattr__(self, "qd0", self._numbers(qd0, n, "qd0"))
+        object.__setattr__(self, "qd0", self._numbers(qd0, coords, "qd0"))
         for s, v in params.items():
             try:
                 params[s] = float(v)
             except (TypeError, ValueError):
                 raise ModelError(f"parameter {s.name!r} has non-numeric default {v!r}") from None
+            finite_number(v, f"parameter {s.name!r}: default")
         if not isinstance(self.description, str):
             raise ModelError("description must be a string")
 
@@ -270,13 +285,18 @@ class Model:
                     )
 
     @staticmethod
-    def _numbers(values: Iterable[float], n: int, what: str) -> tuple[float, ...]:
+    def _numbers(
+        values: Iterable[float], coordinates: Sequence[sp.Symbol], what: str
+    ) -> tuple[float, ...]:
+        n = len(coordinates)
         try:
             out = tuple(float(v) for v in values)
         except (TypeError, ValueError):
             raise ModelError(f"{what} must be a list of {n} numbers") from None
         if len(out) != n:
             raise ModelError(f"{what} has {len(out)} entries but there are {n} coordinates")
+        for i, (c, v) in enumerate(zip(coordinates, out, strict=True)):
+            finite_number(v, f"{what}[{i}] ({c.name})")
         return out
 
     # -- convenience -----------------------------------------------------------

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from mbdgen.errors import ModelError
-from mbdgen.model.core import Model, check_identifier, check_symbol_names, t
+from mbdgen.model.core import Model, check_identifier, check_symbol_names, finite_number, t
 
 #: Coordinates per body slot kind and the ground's constant coordinates in that kind.
 SLOT_SIZES = {"planar": 3, "spatial": 7}
@@ -86,6 +86,8 @@ class Body:
                     f"body {self.name!r}: {what} has {len(vec)} entries, a {self.kind} body "
                     f"has {size} coordinates ({', '.join(SLOT_COORDINATE_NAMES[self.kind])})"
                 )
+            for i, (c, v) in enumerate(zip(self.coordinates, vec, strict=False)):
+                finite_number(v, f"body {self.name!r}: {what}[{i}] ({c.name})")
 
     def __repr__(self) -> str:
         return f"Body({self.name!r}, {self.kind})"
@@ -214,10 +216,7 @@ def parameter(owner: str, local: str, value: float | sp.Symbol) -> tuple[sp.Symb
             f"{owner}: parameter {local!r} = {value} must be a number or a single parameter "
             "Symbol (declare a derived quantity as its own parameter)"
         )
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ModelError(f"{owner}: parameter {local!r} = {value!r} is not a number") from None
+    number = finite_number(value, f"{owner}: parameter {local!r}")
     sym = sp.Symbol(f"{owner}_{local}")
     return sym, {sym: number}
 
@@ -345,6 +344,8 @@ class Mechanism:
             defaults.update({s: v for s, v in b.defaults.items() if s not in declared})
         for e in self.elements:
             defaults.update({s: v for s, v in e.defaults.items() if s not in declared})
+        for s, v in defaults.items():
+            finite_number(v, f"parameter {s.name!r}: default")
         for e in self.elements:
             for local, s in e.params:
                 if s not in defaults:

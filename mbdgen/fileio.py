@@ -1,0 +1,60 @@
+"""Atomic file writes: a file is replaced only by a complete new one.
+
+Used for results (:meth:`mbdgen.results.Result.save`) and generated modules
+(:func:`mbdgen.compiler.generate`): the new content goes to a temporary file in the
+destination's folder (``mkstemp``, so concurrent writers never share one), is
+flushed to disk and renamed over the destination.  An exception or an interrupt on
+the way removes the temporary file and leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def blocking_file(folder: str | Path) -> Path | None:
+    """The existing file (not a folder) that stands where ``folder`` or one of its
+    parents should be, or None: such a path can never be created."""
+    folder = Path(folder)
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists():
+            return None if ancestor.is_dir() else ancestor
+    return None
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the old file's, else 0o666 & ~umask
+    (``mkstemp`` creates 0o600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success rename it over ``path``.
+
+    On any exception, KeyboardInterrupt included, the temporary file is removed and
+    ``path`` is left as it was.  The data are flushed to disk before the rename.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _file_mode(path))
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

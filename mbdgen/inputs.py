@@ -1,0 +1,58 @@
+"""The inputs of a run, validated: the generated module, its parameter vector p and
+an initial state.
+
+Shared by :func:`mbdgen.simulate` and the analyses (:mod:`mbdgen.analysis`); it sits
+below both, so that neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from mbdgen.errors import MbdgenError
+
+
+def resolve_model(model: ModuleType | str | Path) -> ModuleType:
+    """A generated module, or a model file compiled on demand."""
+    if isinstance(model, ModuleType):
+        return model
+    from mbdgen.compiler import compile as compile_model
+
+    return compile_model(model)
+
+
+def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> np.ndarray:
+    """The module's default parameters with ``params`` (by name) substituted."""
+    p = np.array(module.P_DEFAULT, dtype=np.float64)
+    for name, value in (params or {}).items():
+        if name not in module.PARAMETER_NAMES:
+            raise MbdgenError(
+                f"model {module.MODEL_NAME!r} has no parameter {name!r}; its parameters are "
+                f"{', '.join(module.PARAMETER_NAMES) or '(none)'}"
+            )
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise MbdgenError(f"parameter {name!r} = {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise MbdgenError(f"parameter {name!r} = {value!r} is not a finite number")
+        p[module.PARAMETER_NAMES.index(name)] = number
+    return p
+
+
+def state_vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:
+    """``value`` (q0 or q̇0) as a float vector of the default's length, or the default."""
+    if value is None:
+        return np.array(default, dtype=np.float64)
+    arr = np.asarray(value, dtype=np.float64).ravel()
+    if arr.shape != default.shape:
+        raise MbdgenError(f"{what} has {arr.size} entries, expected {default.size}")
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise MbdgenError(f"{what}[{bad}] = {arr[bad]} is not a finite number")
+    return arr
