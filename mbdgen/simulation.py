@@ -356,6 +356,9 @@ def simulate(
 
     module = resolve_model(model)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    # numbers per output row at most: t, x and f (2n each), the GCP aux record
+    # (m + 2 + 3n + 3), energy and power (3)
+    _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
     p = parameter_vector(module, params)
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
@@ -368,7 +371,6 @@ def simulate(
         x = np.concatenate([assembled.q, assembled.qd])
     removed = _redundant_rows(module, t0, x[:n], p, constraints, newton_tol, assemble is not False)
     rows = n_steps // output_every + 1
-    _check_output_size(rows, 2 * 2 * n + 4 * n + 2 * m + 8, output_every)
     warned: list[str] = []
     phi0 = np.zeros(m)
     module.phi(t0, x[:n], p, phi0)
