@@ -311,6 +311,25 @@ def test_constraint_violation_on_the_cli_exit_code():
     assert _cli(*args, "--strict", "--phi-tol", "1e4", "--energy-tol", "10")[0] == 0
 
 
+@pytest.mark.parametrize(
+    "name", ["slider_crank_tsda", "double_pendulum_rsda", "fourbar", "slider_crank"]
+)
+def test_energy_balance_closes_with_dampers_and_drivers(name):
+    """Item 6: T + V − E0 = ∫P dt, P = q̇ᵀ(Q + V_qᵀ) + λᵀΦ_t, for a TSDA and RSDAs with
+    damping (P up to 500 W), a kinematic driver (the four-bar's crank) and a
+    conservative model (P ≡ 0).  What is left is the trapezoidal rule's own error,
+    which the Richardson estimate matches to 2 % (measured: 0.1-1 %)."""
+    module = mbdgen.compile(MODELS / f"{name}.py", GENERATED)
+    r = mbdgen.simulate(module, "abm", 4, 1e-3, 1.0)
+    balance, scale, quadrature = mbdgen.simulation.energy_balance(r)
+    assert scale > 0 and not r.info["warnings"]
+    if name == "slider_crank":
+        assert not r.power.any() and np.abs(balance).max() < 1e-9 * scale
+    else:
+        assert np.abs(r.power).max() > 1.0
+        assert np.abs(balance).max() == pytest.approx(quadrature, rel=0.02)
+
+
 def test_inconsistent_q0_suggests_assemble(pendulum):
     """Item 6: at t0, ‖Φ(q0)‖ = 4 is named with its worst row and the remedy."""
     with pytest.warns(ConstraintWarning, match=r"‖Φ\(q0\)‖ = 4 .*phi\[0\].*--assemble"):
