@@ -13,7 +13,6 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
@@ -24,19 +23,14 @@ from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_row
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
-from mbdgen.methods import KMAX, STARTS, adams_tables, get_method, rk_arrays
+from mbdgen.methods import STARTS, get_method
 from mbdgen.results import Result
-from mbdgen.runtime import adaptive, explicit, index1, partition, welch
+from mbdgen.runtime import index1, partition
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
+from mbdgen.steppers import CHUNK_STEPS, CONSTRAINT_HANDLING, FAMILIES, Outputs, Run, Stepper
 
 ProgressCallback = Callable[[float, float], None]
 
-#: Steps per jitted call; big enough that the Python round trip is noise.
-CHUNK_STEPS = 4096
-#: Adams target order no history reaches: every step is a Runge–Kutta step.
-RK_ONLY = 1 << 40
-#: Constraint handling of the explicit methods → entry point suffix (Haug 1989 §7.3).
-CONSTRAINT_HANDLING = {"direct": "", "baumgarte": "", "gcp": "_gcp", "hybrid": "_hybrid"}
 #: Re-partitions allowed per step before GCP gives up (a partition that keeps failing).
 MAX_REPARTITIONS_PER_STEP = 3
 #: Default bound on ‖Φ‖₂ over a run (and at t0) before the result is reported as
@@ -78,19 +72,6 @@ def _positive(name: str, value: float) -> float:
     if not (value > 0.0 and math.isfinite(value)):
         raise MbdgenError(f"{name} must be positive and finite, got {value}")
     return value
-
-
-@lru_cache(maxsize=16)
-def _tables(start: str, k: int, corrector: str | None) -> tuple[np.ndarray, ...]:
-    """AB/corrector weights and the starter's tableau; the published-table start-up
-    depends on the target order k, the others do not."""
-    tableau = STARTS[start][1]
-    rule = corrector or "am+1"  # the corrector rows go unused without a corrector
-    if start == "haug1989-tables":
-        ab, am = adams_tables(k, start, rule)
-    else:
-        ab, am = adams_tables(KMAX, "ramp", rule)
-    return (ab, am, *rk_arrays(tableau))
 
 
 #: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
@@ -143,37 +124,28 @@ def _initial_partition(
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
 
 
-def _repartition(
-    advance: Callable[[int], int],
-    restart: Callable[[bool], None],
-    ws: tuple,
-    x: np.ndarray,
-    n: int,
-    m: int,
-    ctrl: np.ndarray,
-    pivot_ratio: float,
-    last_row: np.ndarray | None,
-) -> int:
+def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | None) -> int:
     """Choose new independent coordinates at the last accepted step (Haug §7.3.2,
     step 7) and restart the multistep method there.
 
-    ``restart(evaluate_only)`` makes the next call of ``advance`` start afresh from
-    ``x`` (the fixed-step loop's history count, the variable-step method's start flag;
-    with ``evaluate_only`` the variable-step start takes no trial evaluation for its
-    first step, which would leave a perturbed q in ``ws``).  A zero-step call then
-    re-evaluates the last accepted state with the old partition,
-    which leaves the full q, q̇ and Φ_q in ``ws``; the new partition comes from that
-    Φ_q by full pivoting.  Newton starts from the last evaluated q, or, if a failed
-    evaluation left it non-finite, from the last recorded row (``last_row``, the
-    partitioned aux record).
+    ``stepper.restart(evaluate_only)`` makes the next ``advance`` start afresh from
+    ``run.x`` (the fixed-step loop's history count, the variable-step method's start
+    flag; with ``evaluate_only`` the variable-step start takes no trial evaluation for
+    its first step, which would leave a perturbed q in ``ws``).  A zero-step call then
+    re-evaluates the last accepted state with the old partition, which leaves the full
+    q, q̇ and Φ_q in ``ws``; the new partition comes from that Φ_q by full pivoting.
+    Newton starts from the last evaluated q, or, if a failed evaluation left it
+    non-finite, from the last recorded row (``last_row``, the partitioned aux record).
     """
+    run, ws = stepper.run, stepper.ws
+    n, m, x, ctrl = run.n, run.m, run.x, run.ctrl
     q, qd = ws[8], ws[9]
     if last_row is not None and not (np.isfinite(q).all() and np.isfinite(qd).all()):
         o = m + 2
         q[:] = last_row[o : o + n]
         qd[:] = last_row[o + n : o + 2 * n]
-    restart(True)
-    status = advance(0)
+    stepper.restart(True)
+    status = stepper.advance(0)
     if status not in (OK, REPARTITION):
         return status
     dep, ind = ws[10], ws[11]
@@ -187,7 +159,7 @@ def _repartition(
     nv = n - m
     x[:nv] = q[ind]
     x[nv:] = qd[ind]
-    restart(False)
+    stepper.restart(False)
     return OK
 
 
@@ -394,90 +366,33 @@ def simulate(
     else:
         aux_size = index1.n_aux(m)
     dim = x.size
-    out_t = np.zeros(rows)
-    out_x = np.zeros((rows, dim))
-    out_f = np.zeros((rows, dim))
-    out_aux = np.zeros((rows, aux_size))
-    outputs = (output_every, out_t, out_x, out_f, out_aux)
-    state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
-    if spec.family == "welch":
-        entry = getattr(module, spec.entry)
-        state[welch.S_ORDER] = order
-        ws = welch.workspace(n, m, *welch.euler_parameter_layout(module), removed.active)
-
-        def advance(todo: int) -> int:
-            return entry(p, ws, t0, h, x, state, todo, *outputs)
-
-    elif spec.family == "adaptive":
-        entry = getattr(
-            module, spec.entry.replace("_chunk", CONSTRAINT_HANDLING[constraints] + "_chunk")
-        )
-        tol, fstate, istate, phi_dd, coef, work = adaptive.adaptive_workspace(
-            dim, order, t0=t0, rtol=rtol, atol=atol
-        )
-        t_out = t0 + h * output_every * np.arange(rows)
-        t_out[-1] = min(t_out[-1], float(t_end))
-        ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
-        ws = gcp_ws if partitioned else index1.workspace(n, m, removed.active)
-        aux = np.zeros(aux_size)
-
-        def advance(todo: int) -> int:
-            outs = min(todo, rows - int(istate[adaptive.I_JOUT]))
-            status = entry(
-                p, ctrl, ws, aux, x, tol, fstate, istate, phi_dd, coef, work, t_out, outs,
-                CHUNK_STEPS, out_x, out_f, out_aux,
-            )  # fmt: skip
-            out_t[: istate[adaptive.I_JOUT]] = t_out[: istate[adaptive.I_JOUT]]
-            # progress in the units of the fixed-step loop: output intervals done
-            done = int(istate[adaptive.I_JOUT])
-            state[explicit.S_STEP] = n_steps if done == rows else max(0, done - 1) * output_every
-            state[explicit.S_ROW] = istate[adaptive.I_JOUT]
-            state[explicit.S_NEVAL] = istate[adaptive.I_NEVAL]
-            return status
-
-    else:
-        entry = getattr(
-            module, spec.entry.replace("_chunk", CONSTRAINT_HANDLING[constraints] + "_chunk")
-        )
-        if spec.family == "rk":
-            ab, am, _, _, _ = _tables("ramp", order, None)
-            rk_a, rk_b, rk_c = rk_arrays(spec.tableau)  # type: ignore[arg-type]
-            history, target, start_code = 2, RK_ONLY, explicit.START_RK
-        else:
-            ab, am, rk_a, rk_b, rk_c = _tables(start, order, spec.corrector)
-            history, target, start_code = order + 1, order, STARTS[start][0]
-        hist = np.zeros((history, dim))
-        scratch = np.zeros((explicit.scratch_rows(rk_b.size), dim))
-        state[explicit.S_ORDER] = target
-        state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
-        state[explicit.S_START] = start_code
-        ctrl = _control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol)
-        ws = gcp_ws if partitioned else index1.workspace(n, m, removed.active)
-        aux = np.zeros(aux_size)
-
-        def advance(todo: int) -> int:
-            return entry(
-                p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab, am, rk_a, rk_b, rk_c,
-                todo, *outputs,
-            )  # fmt: skip
-
-    adaptive_run = spec.family == "adaptive"
-
-    def step_id() -> int:
-        """Accepted steps so far (re-partitions are limited per step)."""
-        return int(istate[adaptive.I_NSTEP]) if adaptive_run else int(state[explicit.S_STEP])
-
-    def pending_output() -> bool:
-        """An output time inside the last accepted step is not written yet."""
-        j = int(istate[adaptive.I_JOUT])
-        return j < rows and t_out[j] <= fstate[adaptive.F_T]
-
-    def restart(evaluate_only: bool) -> None:
-        if adaptive_run:
-            istate[adaptive.I_STARTED] = 0
-            fstate[adaptive.F_HFIRST] = fstate[adaptive.F_H] if evaluate_only else 0.0
-        else:
-            state[explicit.S_NHIST] = 0
+    out = Outputs(
+        t=np.zeros(rows),
+        x=np.zeros((rows, dim)),
+        f=np.zeros((rows, dim)),
+        aux=np.zeros((rows, aux_size)),
+    )
+    run = Run(
+        module=module,
+        spec=spec,
+        order=order,
+        p=p,
+        x=x,
+        t0=t0,
+        t_end=float(t_end),
+        h=h,
+        n_steps=n_steps,
+        output_every=output_every,
+        rows=rows,
+        constraints=constraints,
+        ctrl=_control(alpha, beta, pivot_ratio * (quality if partitioned else 1.0), newton_tol),
+        removed=removed,
+        start=start,
+        rtol=rtol,
+        atol=atol,
+        gcp_ws=gcp_ws if partitioned else None,
+    )
+    stepper = FAMILIES[spec.family](run, out)
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
     status, chunks = OK, 0
@@ -490,35 +405,31 @@ def simulate(
     try:
         # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
         # so that the step timing below is of stepping alone.
-        status = advance(0)
+        status = stepper.advance(0)
         stepping = time.perf_counter()
-        while state[explicit.S_STEP] < n_steps:
+        while stepper.progress < n_steps:
             # GCP re-partitions when Φ_u degrades, and also when Newton's method fails
             # (Haug §7.3.2 step 7: "or the integrator struggles"); a step that fails
             # again with a fresh partition stops the run.
             if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
-                if repartitions.count(step_id()) >= MAX_REPARTITIONS_PER_STEP:
+                if repartitions.count(stepper.accepted) >= MAX_REPARTITIONS_PER_STEP:
                     break
                 # A variable-step run first writes the outputs still due inside its last
                 # step, with the old partition (a request to re-partition is advisory).
-                if adaptive_run:
-                    while status in (OK, REPARTITION) and pending_output():
-                        status = advance(1)
-                    if pending_output():
-                        break  # Newton failed at an output inside the last step
-                row = int(state[explicit.S_ROW]) - 1
-                status = _repartition(
-                    advance, restart, gcp_ws, x, n, m, ctrl, pivot_ratio,
-                    out_aux[row] if row >= 0 else None,
-                )  # fmt: skip
-                repartitions.append(step_id())
+                while status in (OK, REPARTITION) and stepper.pending_output():
+                    status = stepper.advance(1)
+                if stepper.pending_output():
+                    break  # Newton failed at an output inside the last step
+                row = stepper.rows - 1
+                status = _repartition(stepper, pivot_ratio, out.aux[row] if row >= 0 else None)
+                repartitions.append(stepper.accepted)
             if status not in (OK, REPARTITION):
                 break
-            status = advance(min(chunk, n_steps - int(state[explicit.S_STEP])))
+            status = stepper.advance(min(chunk, n_steps - stepper.progress))
             chunks += 1
             if progress is not None:
-                progress(t0 + int(state[explicit.S_STEP]) * h, float(t_end))
-        if status == REPARTITION and state[explicit.S_STEP] >= n_steps:
+                progress(t0 + stepper.progress * h, float(t_end))
+        if status == REPARTITION and stepper.progress >= n_steps:
             status = OK
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Interrupted
         stop = exc
@@ -533,39 +444,30 @@ def simulate(
     interrupted = isinstance(stop, KeyboardInterrupt)
     wall = time.perf_counter() - stepping
 
-    k = int(state[explicit.S_ROW])
-    steps = int(state[explicit.S_STEP])
-    if spec.family == "adaptive":
-        t_done = float(fstate[adaptive.F_T])
-        steps_taken = int(istate[adaptive.I_NSTEP])
-    else:
-        t_done = t0 + steps * h
-        steps_taken = steps
+    k = stepper.rows
+    t_done = stepper.t
     if partitioned:  # the full state is in the aux record (partition.n_aux)
         o = m + 2
-        q_out, qd_out, qdd_out = (out_aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
+        q_out, qd_out, qdd_out = (out.aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
     else:
-        q_out, qd_out, qdd_out = out_x[:k, :n], out_x[:k, n:], out_f[:k, n:]
+        q_out, qd_out, qdd_out = out.x[:k, :n], out.x[:k, n:], out.f[:k, n:]
     result = Result(
-        t=out_t[:k],
+        t=out.t[:k],
         q=q_out,
         qd=qd_out,
         qdd=qdd_out,
-        lam=out_aux[:k, :m],
-        phi_norm=out_aux[:k, m],
-        phid_norm=out_aux[:k, m + 1],
+        lam=out.aux[:k, :m],
+        phi_norm=out.aux[:k, m],
+        phid_norm=out.aux[:k, m + 1],
         coordinates=tuple(module.COORDINATE_NAMES),
         counters={
-            **(adaptive.counters(istate) if spec.family == "adaptive" else {}),
-            "steps": steps_taken,
+            **stepper.counters(),
             "output_rows": k,
-            "rhs_evaluations": int(state[explicit.S_NEVAL]),
-            "factorizations": int(state[explicit.S_NEVAL]),
             "chunks": chunks,
             "repartitions": len(repartitions),
             "removed_constraints": len(removed.rows),
             # hybrid: output rows whose evaluation ran as pure GCP (near-singular Φ_q)
-            "pure_gcp_rows": int(out_aux[:k, -1].sum()) if constraints == "hybrid" else 0,
+            "pure_gcp_rows": int(out.aux[:k, -1].sum()) if constraints == "hybrid" else 0,
             "setup_time_s": stepping - started,
             "wall_time_s": wall,
         },
@@ -601,17 +503,14 @@ def simulate(
         message = f"{interrupts.describe(stop)} at t = {t_done:.6g}"
     elif status != OK:
         reason = "failed"
-        if spec.family == "adaptive":
-            where = f"at t = {t_done:.6g}"
-        else:
-            where = f"in the step from t = {t_done:.6g} to {t_done + h:.6g}"
+        where = stepper.where()
         if isinstance(stop, ArithmeticError):
             cause = f"the model raised {type(stop).__name__}: {stop}"
         else:
             cause = explain_failure(
                 module,
                 status,
-                ws,
+                stepper.ws,
                 result,
                 family=spec.family,
                 repartitions=len(repartitions),

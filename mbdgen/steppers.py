@@ -1,0 +1,322 @@
+"""Integrator families behind one small contract; the driver knows none of them.
+
+The contract (after SciPy's ``OdeSolver``; STYLE lessons 7-9):
+
+1. A family is a :class:`Stepper` subclass built from a :class:`Run` (the validated
+   problem: module, parameters, initial state, time grid, options) and the
+   :class:`Outputs` the driver allocated; it builds its own workspace.
+2. :meth:`Stepper.advance` runs one jitted chunk — at most ``todo`` steps (fixed
+   step) or output intervals (variable step) — writing rows into the outputs, and
+   returns a status code of :mod:`mbdgen.runtime.status`.
+3. :attr:`Stepper.progress` is the work done in fixed-step units (``0 ..
+   run.n_steps``; the driver loops until it is reached), :attr:`Stepper.rows` the
+   output rows written, :attr:`Stepper.accepted` the accepted steps and
+   :attr:`Stepper.t` the time reached.
+4. :meth:`Stepper.restart` makes the next ``advance`` start afresh from the state
+   ``run.x`` (after a GCP re-partition); :meth:`Stepper.pending_output` says whether
+   an output time inside the last accepted step is still due.
+5. :attr:`Stepper.ws` keeps M, Q, Φ, Φ_q, Φ_t, γ of the latest evaluation first
+   (what :mod:`mbdgen.diagnose` reads); :meth:`Stepper.counters` names the family's
+   own counters.
+
+Adding a family is a runtime module, its entry points in
+:data:`mbdgen.codegen.abi.ENTRY_POINTS`, a class here registered in
+:data:`FAMILIES`, and a :data:`mbdgen.methods.METHODS` entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mbdgen.analysis.assembly import RemovedRows
+from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
+from mbdgen.runtime import adaptive, explicit, index1, welch
+
+#: Steps per jitted call (variable step: attempts); big enough that the Python round
+#: trip is noise, small enough for progress reports and Ctrl-C.
+CHUNK_STEPS = 4096
+#: Adams target order no history reaches: every step is a Runge–Kutta step.
+RK_ONLY = 1 << 40
+#: Constraint handling of the explicit methods → entry point suffix (Haug 1989 §7.3).
+CONSTRAINT_HANDLING = {"direct": "", "baumgarte": "", "gcp": "_gcp", "hybrid": "_hybrid"}
+
+
+@dataclass
+class Run:
+    """A validated problem, as every family receives it.
+
+    ``x`` is the initial state ([q; q̇], or the independent coordinates and their
+    velocities under GCP), advanced in place; ``ctrl`` the right sides' control
+    vector (Baumgarte α, β, GCP thresholds); ``gcp_ws`` the partitioned right side's
+    workspace, or None.
+    """
+
+    module: ModuleType
+    spec: Method
+    order: int
+    p: np.ndarray
+    x: np.ndarray
+    t0: float
+    t_end: float
+    h: float
+    n_steps: int
+    output_every: int
+    rows: int
+    constraints: str
+    ctrl: np.ndarray
+    removed: RemovedRows
+    start: str
+    rtol: float
+    atol: float
+    gcp_ws: tuple | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.module.N_COORDINATES)
+
+    @property
+    def m(self) -> int:
+        return int(self.module.N_CONSTRAINTS)
+
+
+@dataclass
+class Outputs:
+    """The arrays the driver allocated for ``rows`` output rows."""
+
+    t: np.ndarray
+    x: np.ndarray
+    f: np.ndarray
+    aux: np.ndarray
+
+
+class Stepper:
+    """Base of the integrator families (see the module docstring for the contract)."""
+
+    family: ClassVar[str]
+    ws: tuple
+
+    def __init__(self, run: Run, out: Outputs) -> None:
+        self.run = run
+        self.out = out
+
+    def advance(self, todo: int) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def progress(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def rows(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def accepted(self) -> int:
+        return self.progress
+
+    @property
+    def t(self) -> float:
+        return self.run.t0 + self.progress * self.run.h
+
+    def where(self) -> str:
+        """Where a failure happened, for the message."""
+        return f"in the step from t = {self.t:.6g} to {self.t + self.run.h:.6g}"
+
+    def restart(self, evaluate_only: bool) -> None:
+        """Start afresh from ``run.x`` at the next :meth:`advance`."""
+
+    def pending_output(self) -> bool:
+        return False
+
+    def counters(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _right_side_workspace(self) -> tuple:
+        run = self.run
+        return (
+            run.gcp_ws
+            if run.gcp_ws is not None
+            else index1.workspace(run.n, run.m, run.removed.active)
+        )
+
+    def _entry(self) -> Any:
+        """The module's entry point of this method under the run's constraint handling."""
+        suffix = CONSTRAINT_HANDLING[self.run.constraints] + "_chunk"
+        return getattr(self.run.module, self.run.spec.entry.replace("_chunk", suffix))
+
+
+@lru_cache(maxsize=16)
+def _tables(start: str, k: int, corrector: str | None) -> tuple[np.ndarray, ...]:
+    """AB/corrector weights and the starter's tableau; the published-table start-up
+    depends on the target order k, the others do not."""
+    tableau = STARTS[start][1]
+    rule = corrector or "am+1"  # the corrector rows go unused without a corrector
+    if start == "haug1989-tables":
+        ab, am = adams_tables(k, start, rule)
+    else:
+        ab, am = adams_tables(KMAX, "ramp", rule)
+    return (ab, am, *rk_arrays(tableau))
+
+
+class FixedStep(Stepper):
+    """Adams–Bashforth(–Moulton) and Runge–Kutta at a fixed step h (Haug 1989 §7.4;
+    :func:`mbdgen.runtime.explicit.abm_chunk`)."""
+
+    family = "fixed"
+
+    def __init__(self, run: Run, out: Outputs) -> None:
+        super().__init__(run, out)
+        spec, dim = run.spec, run.x.size
+        self.entry = self._entry()
+        if spec.family == "rk":
+            self.ab, self.am, _, _, _ = _tables("ramp", run.order, None)
+            self.rk = rk_arrays(spec.tableau)  # type: ignore[arg-type]
+            history, target, start_code = 2, RK_ONLY, explicit.START_RK
+        else:
+            self.ab, self.am, *rk = _tables(run.start, run.order, spec.corrector)
+            self.rk = tuple(rk)
+            history, target, start_code = run.order + 1, run.order, STARTS[run.start][0]
+        self.hist = np.zeros((history, dim))
+        self.scratch = np.zeros((explicit.scratch_rows(self.rk[1].size), dim))
+        self.state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
+        self.state[explicit.S_ORDER] = target
+        self.state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
+        self.state[explicit.S_START] = start_code
+        self.ws = self._right_side_workspace()
+        self.aux = np.zeros(out.aux.shape[1])
+
+    def advance(self, todo: int) -> int:
+        run, out = self.run, self.out
+        return self.entry(
+            run.p, run.ctrl, self.ws, self.aux, run.t0, run.h, run.x, self.hist, self.scratch,
+            self.state, self.ab, self.am, *self.rk, todo, run.output_every, out.t, out.x,
+            out.f, out.aux,
+        )  # fmt: skip
+
+    @property
+    def progress(self) -> int:
+        return int(self.state[explicit.S_STEP])
+
+    @property
+    def rows(self) -> int:
+        return int(self.state[explicit.S_ROW])
+
+    def restart(self, evaluate_only: bool) -> None:
+        self.state[explicit.S_NHIST] = 0
+
+    def counters(self) -> dict[str, Any]:
+        evaluations = int(self.state[explicit.S_NEVAL])
+        return {
+            "steps": self.progress,
+            "rhs_evaluations": evaluations,
+            "factorizations": evaluations,
+        }
+
+
+class Welch(FixedStep):
+    """Welch et al. 2007's parameter-free schemes, Eqs. 43-44
+    (:func:`mbdgen.runtime.welch.welch_chunk`); they enforce the constraints
+    themselves."""
+
+    family = "welch"
+
+    def __init__(self, run: Run, out: Outputs) -> None:
+        Stepper.__init__(self, run, out)
+        self.entry = getattr(run.module, run.spec.entry)
+        self.state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
+        self.state[welch.S_ORDER] = run.order
+        layout = welch.euler_parameter_layout(run.module)
+        self.ws = welch.workspace(run.n, run.m, *layout, run.removed.active)
+
+    def advance(self, todo: int) -> int:
+        run, out = self.run, self.out
+        return self.entry(
+            run.p, self.ws, run.t0, run.h, run.x, self.state, todo, run.output_every, out.t,
+            out.x, out.f, out.aux,
+        )  # fmt: skip
+
+
+class VariableStep(Stepper):
+    """Variable step (and order) with error control and dense output on the output
+    grid: vabm (Haug 1989 §7.4.4) and rkf45_adaptive
+    (:mod:`mbdgen.runtime.adaptive`, :mod:`mbdgen.runtime.adaptive_rk`).  One
+    ``advance`` unit is one output interval."""
+
+    family = "variable"
+
+    def __init__(self, run: Run, out: Outputs) -> None:
+        super().__init__(run, out)
+        self.entry = self._entry()
+        self.tol, self.fstate, self.istate, self.phi_dd, self.coef, self.work = (
+            adaptive.adaptive_workspace(
+                run.x.size, run.order, t0=run.t0, rtol=run.rtol, atol=run.atol
+            )
+        )
+        self.t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
+        self.t_out[-1] = min(self.t_out[-1], run.t_end)
+        self.ws = self._right_side_workspace()
+        self.aux = np.zeros(out.aux.shape[1])
+
+    def advance(self, todo: int) -> int:
+        run, out, istate = self.run, self.out, self.istate
+        outs = min(todo, run.rows - int(istate[adaptive.I_JOUT]))
+        status = self.entry(
+            run.p, run.ctrl, self.ws, self.aux, run.x, self.tol, self.fstate, istate,
+            self.phi_dd, self.coef, self.work, self.t_out, outs, CHUNK_STEPS, out.x, out.f,
+            out.aux,
+        )  # fmt: skip
+        done = int(istate[adaptive.I_JOUT])
+        out.t[:done] = self.t_out[:done]
+        return status
+
+    @property
+    def progress(self) -> int:
+        """Output intervals done, in the fixed-step loop's units."""
+        done, run = self.rows, self.run
+        return run.n_steps if done == run.rows else max(0, done - 1) * run.output_every
+
+    @property
+    def rows(self) -> int:
+        return int(self.istate[adaptive.I_JOUT])
+
+    @property
+    def accepted(self) -> int:
+        return int(self.istate[adaptive.I_NSTEP])
+
+    @property
+    def t(self) -> float:
+        return float(self.fstate[adaptive.F_T])
+
+    def where(self) -> str:
+        return f"at t = {self.t:.6g}"
+
+    def restart(self, evaluate_only: bool) -> None:
+        self.istate[adaptive.I_STARTED] = 0
+        self.fstate[adaptive.F_HFIRST] = self.fstate[adaptive.F_H] if evaluate_only else 0.0
+
+    def pending_output(self) -> bool:
+        j = self.rows
+        return j < self.run.rows and self.t_out[j] <= self.fstate[adaptive.F_T]
+
+    def counters(self) -> dict[str, Any]:
+        evaluations = int(self.istate[adaptive.I_NEVAL])
+        return {
+            **adaptive.counters(self.istate),
+            "steps": self.accepted,
+            "rhs_evaluations": evaluations,
+            "factorizations": evaluations,
+        }
+
+
+#: Method family (:attr:`mbdgen.methods.MethodSpec.family`) → its stepper.
+FAMILIES: dict[str, type[Stepper]] = {
+    "adams": FixedStep,
+    "rk": FixedStep,
+    "welch": Welch,
+    "adaptive": VariableStep,
+}
