@@ -82,8 +82,10 @@ def _interrupted(exc: BaseException | None) -> None:
     compilation) may complain from their finalizers; those complaints are silenced.
     """
     sys.unraisablehook = lambda unraisable: None
-    click.echo(interrupts.describe(exc), err=True)
-    sys.exit(interrupts.exit_code(exc))
+    with interrupts.ignored():
+        click.echo(interrupts.describe(exc), err=True)
+        code = interrupts.exit_code(exc)
+    sys.exit(code)
 
 
 @click.group(cls=_Group)

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from mbdgen import interrupts
+
 
 def blocking_file(folder: str | Path) -> Path | None:
     """The existing file (not a folder) that stands where ``folder`` or one of its
@@ -46,7 +48,8 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     ``path`` is left as it was.  The data are flushed to disk before the rename.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with interrupts.deferred():  # no Ctrl-C between creating the file and owning it
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, mode) as fh:

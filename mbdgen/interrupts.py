@@ -56,6 +56,36 @@ def exit_code(exc: BaseException | None = None) -> int:
 
 
 @contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back (they arrive when the block ends): for the few
+    instructions between creating a resource and taking ownership of it."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def ignored() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM (main thread): a second Ctrl-C while the first is
+    being reported must not turn the report into another failure."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
 def interrupts_as_exceptions() -> Iterator[None]:
     """While active (main thread only), SIGTERM and SIGHUP raise Interrupted and SIGINT
     KeyboardInterrupt; the previous handlers come back afterwards."""
