@@ -31,8 +31,10 @@ is slow or divergent, or too slow to converge in the iterations left; a step tha
 exhausts its iterations is restarted once from the predictor with a matrix evaluated
 there (then ``NEWTON_FAILED``: a fixed step cannot be cut).  The iteration stops when the
 estimated distance to the solution, ξ/(1 − ξ) ‖Δ‖ (Eq. 42) or ‖Δ‖ on the first
-iteration, is at most ``ctrl[C_TOL]``, ‖·‖ the larger of the max-norms of Δq̈ and Δλ
-relative to max(1, ‖q̈‖∞) and max(1, ‖λ‖∞).
+iteration, is at most 1, ‖·‖ the larger of the max-norms of Δq̈ and Δλ over their
+tolerances: ``ctrl[C_TOL]`` times max(1, ‖q̈‖∞) and max(1, ‖λ‖∞), but not below
+the round-off floor 10 eps max(1, ‖q‖∞)/(βh²) of q̈ (a smaller change of q̈ does not
+change q; times max Mᵢᵢ for λ), which a small h reaches first.
 
 Start: q̈_0, λ_0 solve the index-1 equations at t0 (Haug 1989, Eq. 7.2.1).
 Prediction (§3.5): q̈_{n+1}, λ_{n+1} extrapolated by the polynomial of degree
@@ -79,6 +81,9 @@ S_MAX_ITERS = 9  # most Newton iterations any step took
 S_RESTARTS = 10  # steps restarted from the predictor with a fresh matrix
 S_NEVAL = 11  # evaluations of the ``dynamics`` kernel
 STATE_SIZE = 12
+
+#: Round-off floor of the Newton corrections, in units of eps max(1, ‖q‖∞)/(βh²).
+_NOISE = 10.0 * np.finfo(np.float64).eps
 
 #: Rows of the prediction history: a cubic needs four points (§3.5: degree ≤ 3).
 HISTORY = 4
@@ -462,34 +467,42 @@ def hht_chunk(
                 state[S_ROW] += 1
             phase = _PH_NEXT
             continue
-        # Newton update and its size relative to the unknowns
+        # Newton update, weighted by the tolerance or the round-off floor: below
+        # eps max(1, ‖q‖)/(βh²) a change of q̈ no longer changes q (Eq. 2a)
         dq = 0.0
         sq = 1.0
+        sx = 1.0
         for i in range(n):
             qdd1[i] += b[i]
             dq = max(dq, abs(b[i]))
             sq = max(sq, abs(qdd1[i]))
+            sx = max(sx, abs(q1[i]))
         dl = 0.0
         sl = 1.0
         for i in range(m):
             lam1[i] += b[n + i]
             dl = max(dl, abs(b[n + i]))
             sl = max(sl, abs(lam1[i]))
-        nrm = max(dq / sq, dl / sl)
+        floor = _NOISE * sx / bh2
+        sm = 0.0
+        for i in range(n):
+            sm = max(sm, abs(mass[i, i]))
+        nrm = max(dq / max(tol * sq, floor), dl / max(tol * sl, floor * sm))
         k += 1
         state[S_NEWTON] += 1
         if not math.isfinite(nrm):
             return NONFINITE
-        if nrm == 0.0:
-            converged = True
-        elif nrm_prev == 0.0:
-            converged = nrm <= tol
+        if nrm_prev == 0.0:
+            converged = nrm <= 1.0
         else:
             xi = nrm / nrm_prev  # convergence rate (Eq. 43)
-            converged = xi < 1.0 and nrm * xi / (1.0 - xi) <= tol  # Eq. 42
+            if xi < 1.0:
+                converged = nrm * xi / (1.0 - xi) <= 1.0  # Eq. 42
+            else:
+                converged = nrm <= 1.0  # stagnating below the tolerance: round-off
             # an old matrix is re-evaluated when the rate is slow, or too slow to meet
             # the tolerance within the iterations left (Eq. 42 extrapolated)
-            slow = xi > rate_slow or nrm * xi ** (max_iterations - k) / (1.0 - xi) > tol
+            slow = xi > rate_slow or nrm * xi ** (max_iterations - k) / (1.0 - xi) > 1.0
             if not converged and slow and uses > 1:
                 state[S_JAC_VALID] = 0
         nrm_prev = nrm
