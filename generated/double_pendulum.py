@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "9187a18ad25abc12"
-ABI_HASH = "cf7b608edf4f9e1f"
+COMPILER_HASH = "922d45649900ab9e"
+ABI_HASH = "75873e2d88b71a80"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f478d80f39cb0dda2acfdd010fc7221872553c2fbb3c2a817b90ec1d9e33a1f9"
+BODY_HASH = "2f2e25fc27a2118e6a83180a2b53aabf25abfa5920cb7daa63220643bf3bace9"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -463,6 +463,12 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
+    return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

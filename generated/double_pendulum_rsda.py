@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "9187a18ad25abc12"
-ABI_HASH = "cf7b608edf4f9e1f"
+COMPILER_HASH = "922d45649900ab9e"
+ABI_HASH = "75873e2d88b71a80"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "284586f94b49f1fa8618c10a35748d04ee2389008ee1fbc1eabc4946440f8b00"
+BODY_HASH = "e3ceeafa09f45f5b709626cb31b7b72ff6e2707494e19e072d23357a9d6e1587"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -1478,6 +1478,12 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
+    return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

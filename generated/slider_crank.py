@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "9187a18ad25abc12"
-ABI_HASH = "cf7b608edf4f9e1f"
+COMPILER_HASH = "922d45649900ab9e"
+ABI_HASH = "75873e2d88b71a80"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7ed5fd1067a7f510c15e1256cc4a0e66c80dd45181f16b7bfcef32e31b81df67"
+BODY_HASH = "9537fe0204b85253207a2a04e7547fcae15b60b33c5760e24094a1b081101ea2"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -412,6 +412,12 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, N_COORDINATES, N_CONSTRAINTS, N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
+    return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "9187a18ad25abc12"
-ABI_HASH = "cf7b608edf4f9e1f"
+COMPILER_HASH = "922d45649900ab9e"
+ABI_HASH = "75873e2d88b71a80"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c4698cf395a26af715f12a1808f0716c37a82b7e55438dea02d92764911dcb6f"
+BODY_HASH = "68d45fec43f5bcc89ba377d293e3acffce1d0c20ffc8adb3e3ef7f4c765d71ab"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -8884,6 +8884,12 @@ def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, c
 def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``welch.welch_chunk`` bound to this module's kernels."""
     return rt.welch.welch_chunk(dynamics, phi, ws[1].shape[0], ws[2].shape[0], N_EULER_BODIES, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
+    return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

@@ -105,3 +105,69 @@ def cholesky_solve(L: np.ndarray, b: np.ndarray, N: int) -> None:
         for k in range(i + 1, N):
             s -= L[k, i] * b[k]
         b[i] = s / L[i, i]
+
+
+@njit(cache=True, inline="always")
+def lu_factor_inplace(A: np.ndarray, piv: np.ndarray, N: int) -> int:
+    """Factor ``A`` = P L U in place (partial pivoting), for :func:`lu_solve_factored`.
+
+    L (unit diagonal, below) and U (on and above the diagonal) overwrite ``A``;
+    ``piv[k]`` is the row exchanged with row k at elimination step k.  The same
+    pivoting and tolerance as :func:`lu_solve_inplace` (``SINGULAR`` when a pivot is
+    below ``PIVOT_TOL`` times the largest entry), so that one factorization can serve
+    several right sides: a modified Newton method keeps it over iterations and steps.
+    """
+    scale = 0.0
+    for i in range(N):
+        for j in range(N):
+            v = abs(A[i, j])
+            if v > scale:
+                scale = v
+    if scale == 0.0:
+        return SINGULAR
+    tol = PIVOT_TOL * scale
+    for k in range(N):
+        p = k
+        best = abs(A[k, k])
+        for i in range(k + 1, N):
+            v = abs(A[i, k])
+            if v > best:
+                best = v
+                p = i
+        piv[k] = p
+        if not best > tol:
+            return SINGULAR
+        if p != k:
+            for j in range(N):
+                tmp = A[k, j]
+                A[k, j] = A[p, j]
+                A[p, j] = tmp
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, N):
+            f = A[i, k] * inv
+            A[i, k] = f
+            if f != 0.0:
+                for j in range(k + 1, N):
+                    A[i, j] -= f * A[k, j]
+    return OK
+
+
+@njit(cache=True, inline="always")
+def lu_solve_factored(LU: np.ndarray, piv: np.ndarray, b: np.ndarray, N: int) -> None:
+    """b ← A⁻¹ b with ``LU``, ``piv`` from :func:`lu_factor_inplace` (both left intact)."""
+    for k in range(N):
+        p = piv[k]
+        if p != k:
+            tmp = b[k]
+            b[k] = b[p]
+            b[p] = tmp
+    for i in range(1, N):
+        s = b[i]
+        for j in range(i):
+            s -= LU[i, j] * b[j]
+        b[i] = s
+    for i in range(N - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, N):
+            s -= LU[i, j] * b[j]
+        b[i] = s / LU[i, i]
