@@ -634,7 +634,7 @@ def method_table(
     from mbdgen.methods import METHODS
 
     def run_method(name: str) -> Any:
-        gains = {} if METHODS[name].family == "welch" else {"alpha": ALPHA, "beta": BETA}
+        gains = {} if METHODS[name].enforces_constraints else {"alpha": ALPHA, "beta": BETA}
         return mbdgen.simulate(
             module, name, None, H, steps * H, q0=Q0, qd0=QD0, params=_param_dict(module),
             **gains,

@@ -170,6 +170,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
     help="Constraint handling (default: baumgarte if --alpha/--beta, else direct).",
 )
 @click.option(
+    "--hht-alpha",
+    default=None,
+    type=float,
+    help="HHT's α in [-1/3, 0] (--method hht; default -0.05): numerical damping.",
+)
+@click.option(
     "--rtol", default=1e-6, show_default=True, type=float, help="Variable step: relative tol."
 )
 @click.option(
@@ -207,6 +213,7 @@ def simulate(
     alpha: float,
     beta: float,
     constraints: str | None,
+    hht_alpha: float | None,
     rtol: float,
     atol: float,
     params: tuple[str, ...],
@@ -263,6 +270,7 @@ def simulate(
                 alpha=alpha,
                 beta=beta,
                 constraints=constraints,
+                hht_alpha=hht_alpha,
                 rtol=rtol,
                 atol=atol,
                 assemble=list(hold) if assemble else False,

@@ -22,7 +22,7 @@ It runs after the run, in Python, on one state: it costs nothing per step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 
 import numpy as np
@@ -164,12 +164,14 @@ def explain_failure(
     family: str,
     repartitions: int = 0,
     removed_rows: Sequence[int] = (),
+    messages: Mapping[int, str] | None = None,
 ) -> str:
     """The cause of a failed run and its remedy, as one sentence for the user.
 
     ``ws`` is the family's workspace (M, Q, Φ, Φ_q, Φ_t, γ of the last evaluation
     first), ``result`` the partial :class:`~mbdgen.results.Result`, ``removed_rows``
-    the redundant rows the run left out at t0 (not reported again).
+    the redundant rows the run left out at t0 (not reported again), ``messages`` the
+    family's own words for status codes.
     """
     nonfinite = _first_nonfinite(module, ws)
     first, last = _growth(result)
@@ -214,4 +216,4 @@ def explain_failure(
             "the solution became NaN or infinite although every model quantity was finite "
             f"at the last evaluation; {SMALLER_STEP}"
         )
-    return MESSAGES[status]
+    return (messages or {}).get(status, MESSAGES[status])

@@ -207,6 +207,12 @@ class Method:
     tableau: str | None = None
 
     @property
+    def enforces_constraints(self) -> bool:
+        """The scheme satisfies the constraints itself (Welch's projections, HHT's
+        index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
+        return self.family in ("welch", "hht")
+
+    @property
     def default_order(self) -> int:
         if self.family == "adaptive":
             return max(self.orders)
@@ -214,7 +220,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch"):
+        if self.family in ("rk", "welch", "hht"):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -277,6 +283,14 @@ METHODS: dict[str, Method] = {
             "welch_chunk",
             "parameter-free first-order predictor (Welch et al. 2007, Eq. 44a; Hong et al.)",
             (1,),
+        ),
+        Method(
+            "hht",
+            "hht",
+            "hht_chunk",
+            "HHT-α, implicit, index-3 DAE, Newton on (q̈, λ), fixed step; numerical "
+            "damping --hht-alpha in [-1/3, 0] (Negrut et al. 2007, Eqs. 10-14)",
+            (2,),
         ),
     )
 }

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -25,9 +26,9 @@ from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 from mbdgen.methods import STARTS, get_method
 from mbdgen.results import Result
-from mbdgen.runtime import index1, partition
+from mbdgen.runtime import partition
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
-from mbdgen.steppers import CHUNK_STEPS, CONSTRAINT_HANDLING, FAMILIES, Outputs, Run, Stepper
+from mbdgen.steppers import CHUNK_STEPS, CONSTRAINT_HANDLING, FAMILIES, Run, Stepper
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -221,6 +222,8 @@ def simulate(
     assemble: bool | Sequence[str] = False,
     newton_tol: float = 1e-10,
     pivot_ratio: float = 0.1,
+    hht_alpha: float | None = None,
+    options: Mapping[str, Any] | None = None,
     phi_tol: float = PHI_TOL,
     energy_tol: float = ENERGY_TOL,
     strict: bool = False,
@@ -264,6 +267,13 @@ def simulate(
     energy_tol : bound on the energy balance error |T + V − E0 − ∫P dt| over the
         energy the run exchanges (P: the power of dampers, motors, drivers; see
         :func:`energy_balance`); checked where the model gives a potential energy.
+    hht_alpha : HHT's α ∈ [−1/3, 0] for ``method="hht"`` (Negrut et al. 2007, Eq. 6;
+        default −0.05): β = (1 − α)²/4, γ = (1 − 2α)/2, 0 is the trapezoidal rule, −1/3
+        damps most (spectral radius (1 + α)/(1 − α) at hω → ∞).  Not Baumgarte's
+        ``alpha``.  ``newton_tol`` is then the Newton tolerance on (q̈, λ).
+    options : options of the method's family (:meth:`mbdgen.steppers.Stepper.check_options`),
+        e.g. for ``hht``: ``max_iterations`` (10), ``predictor_degree`` (0-3, 2) and
+        ``full_newton`` (False: modified Newton).
     strict : turn those warnings into a :class:`SimulationError` (for CI use); an
         inconsistent q0 then fails before the first step.
 
@@ -295,11 +305,22 @@ def simulate(
             f"unknown constraint handling {constraints!r}; choose one of: "
             f"{', '.join(CONSTRAINT_HANDLING)}"
         )
-    if spec.family == "welch" and constraints != "direct":
+    if spec.enforces_constraints and constraints != "direct":
         raise MbdgenError(
             f"method {method!r} enforces the constraints itself; it takes no "
             f"{constraints!r} constraint handling (nor alpha, beta)"
         )
+    if hht_alpha is not None and spec.family != "hht":
+        raise MbdgenError(
+            f"hht_alpha is HHT's α: it applies to method 'hht' only, not {method!r} "
+            "(Baumgarte's gains are alpha and beta)"
+        )
+    try:
+        family_options = FAMILIES[spec.family].check_options(
+            {**(options or {}), **({} if hht_alpha is None else {"hht_alpha": hht_alpha})}
+        )
+    except MbdgenError as exc:
+        raise MbdgenError(f"method {method!r}: {exc}") from None
     if constraints in ("direct", "gcp") and (alpha or beta):
         raise MbdgenError(f"alpha and beta are Baumgarte parameters; {constraints!r} uses none")
     if constraints == "baumgarte" and not (alpha or beta):
@@ -362,16 +383,6 @@ def simulate(
         gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
         if constraints == "gcp":
             x = np.concatenate([x[:n][ind], x[n:][ind]])
-        aux_size = partition.n_aux(n, m)
-    else:
-        aux_size = index1.n_aux(m)
-    dim = x.size
-    out = Outputs(
-        t=np.zeros(rows),
-        x=np.zeros((rows, dim)),
-        f=np.zeros((rows, dim)),
-        aux=np.zeros((rows, aux_size)),
-    )
     run = Run(
         module=module,
         spec=spec,
@@ -390,9 +401,12 @@ def simulate(
         start=start,
         rtol=rtol,
         atol=atol,
+        newton_tol=newton_tol,
         gcp_ws=gcp_ws if partitioned else None,
+        options=family_options,
     )
-    stepper = FAMILIES[spec.family](run, out)
+    stepper = FAMILIES[spec.family](run)
+    out = stepper.out
 
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
     status, chunks = OK, 0
@@ -446,19 +460,8 @@ def simulate(
 
     k = stepper.rows
     t_done = stepper.t
-    if partitioned:  # the full state is in the aux record (partition.n_aux)
-        o = m + 2
-        q_out, qd_out, qdd_out = (out.aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
-    else:
-        q_out, qd_out, qdd_out = out.x[:k, :n], out.x[:k, n:], out.f[:k, n:]
     result = Result(
-        t=out.t[:k],
-        q=q_out,
-        qd=qd_out,
-        qdd=qdd_out,
-        lam=out.aux[:k, :m],
-        phi_norm=out.aux[:k, m],
-        phid_norm=out.aux[:k, m + 1],
+        **stepper.columns(k),
         coordinates=tuple(module.COORDINATE_NAMES),
         counters={
             **stepper.counters(),
@@ -488,6 +491,7 @@ def simulate(
             "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
             "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
             "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
+            **stepper.info(),
             "status": "finished",
             "message": MESSAGES[OK],
             "phi_tol": phi_tol,
@@ -515,6 +519,7 @@ def simulate(
                 family=spec.family,
                 repartitions=len(repartitions),
                 removed_rows=removed.rows,
+                messages=stepper.status_messages,
             )
         message = f"stopped {where}: {cause}"
     else:

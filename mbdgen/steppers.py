@@ -3,8 +3,10 @@
 The contract (after SciPy's ``OdeSolver``; STYLE lessons 7-9):
 
 1. A family is a :class:`Stepper` subclass built from a :class:`Run` (the validated
-   problem: module, parameters, initial state, time grid, options) and the
-   :class:`Outputs` the driver allocated; it builds its own workspace.
+   problem: module, parameters, initial state, time grid, options); it builds its
+   own workspace and :class:`Outputs`, and reads them back as the columns of a
+   Result (:meth:`Stepper.columns`).  :meth:`Stepper.check_options` validates its
+   own options before anything is compiled.
 2. :meth:`Stepper.advance` runs one jitted chunk — at most ``todo`` steps (fixed
    step) or output intervals (variable step) — writing rows into the outputs, and
    returns a status code of :mod:`mbdgen.runtime.status`.
@@ -17,7 +19,8 @@ The contract (after SciPy's ``OdeSolver``; STYLE lessons 7-9):
    an output time inside the last accepted step is still due.
 5. :attr:`Stepper.ws` keeps M, Q, Φ, Φ_q, Φ_t, γ of the latest evaluation first
    (what :mod:`mbdgen.diagnose` reads); :meth:`Stepper.counters` names the family's
-   own counters.
+   own counters, :meth:`Stepper.info` its settings, :attr:`Stepper.status_messages`
+   its own words for a status code.
 
 Adding a family is a runtime module, its entry points in
 :data:`mbdgen.codegen.abi.ENTRY_POINTS`, a class here registered in
@@ -26,7 +29,9 @@ Adding a family is a runtime module, its entry points in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
 from typing import Any, ClassVar
@@ -34,8 +39,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mbdgen.analysis.assembly import RemovedRows
+from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
-from mbdgen.runtime import adaptive, explicit, index1, welch
+from mbdgen.runtime import adaptive, explicit, hht, index1, partition, welch
+from mbdgen.runtime.status import NEWTON_FAILED
 
 #: Steps per jitted call (variable step: attempts); big enough that the Python round
 #: trip is noise, small enough for progress reports and Ctrl-C.
@@ -73,7 +80,9 @@ class Run:
     start: str
     rtol: float
     atol: float
+    newton_tol: float
     gcp_ws: tuple | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -98,11 +107,58 @@ class Stepper:
     """Base of the integrator families (see the module docstring for the contract)."""
 
     family: ClassVar[str]
+    #: Family-specific words for status codes (default: mbdgen.runtime.status).
+    status_messages: ClassVar[dict[int, str]] = {}
     ws: tuple
+    out: Outputs
 
-    def __init__(self, run: Run, out: Outputs) -> None:
+    def __init__(self, run: Run) -> None:
         self.run = run
-        self.out = out
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The family's options with their defaults; a one-line error for others."""
+        if options:
+            raise MbdgenError(
+                f"options {', '.join(sorted(options))} do not apply to this method family"
+            )
+        return {}
+
+    def info(self) -> dict[str, Any]:
+        """Settings of the family for ``result.info``."""
+        return {}
+
+    def columns(self, k: int) -> dict[str, np.ndarray]:
+        """The first ``k`` output rows as the arrays of a Result."""
+        run, out = self.run, self.out
+        n, m = run.n, run.m
+        if run.gcp_ws is not None:  # the full state is in the aux record (partition.n_aux)
+            o = m + 2
+            q, qd, qdd = (out.aux[:k, o + i * n : o + (i + 1) * n] for i in range(3))
+        else:
+            q, qd, qdd = out.x[:k, :n], out.x[:k, n:], out.f[:k, n:]
+        return {
+            "t": out.t[:k],
+            "q": q,
+            "qd": qd,
+            "qdd": qdd,
+            "lam": out.aux[:k, :m],
+            "phi_norm": out.aux[:k, m],
+            "phid_norm": out.aux[:k, m + 1],
+        }
+
+    def _allocate_index1(self) -> None:
+        """Outputs of the index-1 families: x = [q; q̇] (or GCP's independent part),
+        f = ẋ, and the right side's aux record (λ, ‖Φ‖, ‖Φ̇‖, ...)."""
+        run = self.run
+        aux = partition.n_aux(run.n, run.m) if run.gcp_ws is not None else index1.n_aux(run.m)
+        dim = run.x.size
+        self.out = Outputs(
+            t=np.zeros(run.rows),
+            x=np.zeros((run.rows, dim)),
+            f=np.zeros((run.rows, dim)),
+            aux=np.zeros((run.rows, aux)),
+        )
 
     def advance(self, todo: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -169,8 +225,9 @@ class FixedStep(Stepper):
 
     family = "fixed"
 
-    def __init__(self, run: Run, out: Outputs) -> None:
-        super().__init__(run, out)
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        self._allocate_index1()
         spec, dim = run.spec, run.x.size
         self.entry = self._entry()
         if spec.family == "rk":
@@ -188,7 +245,7 @@ class FixedStep(Stepper):
         self.state[explicit.S_CORRECT] = 0 if spec.corrector is None else 1
         self.state[explicit.S_START] = start_code
         self.ws = self._right_side_workspace()
-        self.aux = np.zeros(out.aux.shape[1])
+        self.aux = np.zeros(self.out.aux.shape[1])
 
     def advance(self, todo: int) -> int:
         run, out = self.run, self.out
@@ -225,8 +282,9 @@ class Welch(FixedStep):
 
     family = "welch"
 
-    def __init__(self, run: Run, out: Outputs) -> None:
-        Stepper.__init__(self, run, out)
+    def __init__(self, run: Run) -> None:
+        Stepper.__init__(self, run)
+        self._allocate_index1()
         self.entry = getattr(run.module, run.spec.entry)
         self.state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
         self.state[welch.S_ORDER] = run.order
@@ -249,8 +307,9 @@ class VariableStep(Stepper):
 
     family = "variable"
 
-    def __init__(self, run: Run, out: Outputs) -> None:
-        super().__init__(run, out)
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        self._allocate_index1()
         self.entry = self._entry()
         self.tol, self.fstate, self.istate, self.phi_dd, self.coef, self.work = (
             adaptive.adaptive_workspace(
@@ -260,7 +319,7 @@ class VariableStep(Stepper):
         self.t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         self.t_out[-1] = min(self.t_out[-1], run.t_end)
         self.ws = self._right_side_workspace()
-        self.aux = np.zeros(out.aux.shape[1])
+        self.aux = np.zeros(self.out.aux.shape[1])
 
     def advance(self, todo: int) -> int:
         run, out, istate = self.run, self.out, self.istate
@@ -313,10 +372,137 @@ class VariableStep(Stepper):
         }
 
 
-#: Method family (:attr:`mbdgen.methods.MethodSpec.family`) → its stepper.
+class HHT(Stepper):
+    """HHT-α for the index-3 DAE at a fixed step (Negrut et al. 2007, Eqs. 10-14;
+    :func:`mbdgen.runtime.hht.hht_chunk`): Newton on (q̈, λ) with the iteration matrix
+    of Eq. 12 from the generated Jacobian blocks.  Its state is [q; q̇; q̈; λ]."""
+
+    family = "hht"
+    #: Range of HHT's α for which the method is A-stable and second order (Eq. 6).
+    ALPHA_RANGE = (-1.0 / 3.0, 0.0)
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "hht_alpha": -0.05,
+        "max_iterations": 10,
+        "predictor_degree": 2,
+        "full_newton": False,
+    }
+    status_messages: ClassVar[dict[int, str]] = {
+        NEWTON_FAILED: (
+            "Newton's method on the HHT equations (q̈, λ; Negrut et al. 2007, Eq. 12) did "
+            "not converge within max_iterations: the step h is too large for the motion, "
+            "the mechanism is near a singular configuration, or newton_tol is below "
+            "round-off"
+        ),
+    }
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - set(cls.DEFAULTS)
+        if unknown:
+            raise MbdgenError(
+                f"method 'hht' takes the options {', '.join(cls.DEFAULTS)}, not "
+                f"{', '.join(sorted(unknown))}"
+            )
+        values = {**cls.DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+        try:
+            alpha = float(values["hht_alpha"])
+        except (TypeError, ValueError):
+            alpha = math.nan
+        if not cls.ALPHA_RANGE[0] <= alpha <= cls.ALPHA_RANGE[1]:
+            raise MbdgenError(
+                f"hht_alpha must be a number in [-1/3, 0] (Negrut et al. 2007, Eq. 6), "
+                f"got {values['hht_alpha']!r}"
+            )
+        iterations = values["max_iterations"]
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise MbdgenError(f"max_iterations must be a whole number ≥ 1, got {iterations!r}")
+        if values["predictor_degree"] not in range(hht.MAX_DEGREE + 1):
+            raise MbdgenError(
+                "predictor_degree must be 0, 1, 2 or 3 (Negrut et al. 2007, §3.5), got "
+                f"{values['predictor_degree']!r}"
+            )
+        return {**values, "hht_alpha": alpha, "full_newton": bool(values["full_newton"])}
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        n, m, o = run.n, run.m, run.options
+        self.x = np.zeros(hht.state_width(n, m))
+        self.x[: 2 * n] = run.x
+        self.beta, self.gamma_nm = hht.coefficients(o["hht_alpha"])
+        self.ctrl = hht.control(
+            o["hht_alpha"], run.newton_tol, o["max_iterations"],
+            degree=o["predictor_degree"], full_newton=o["full_newton"],
+        )  # fmt: skip
+        self.ws = hht.workspace(n, m)
+        self.state = np.zeros(hht.STATE_SIZE, dtype=np.int64)
+        self.out = Outputs(
+            t=np.zeros(run.rows),
+            x=np.zeros((run.rows, self.x.size)),
+            f=np.zeros((run.rows, 0)),
+            aux=np.zeros((run.rows, 2)),
+        )
+        self.entry = run.module.hht_chunk
+
+    def advance(self, todo: int) -> int:
+        run, out = self.run, self.out
+        return int(
+            self.entry(
+                run.p, self.ctrl, self.ws, run.t0, run.h, self.x, self.state, todo,
+                run.output_every, out.t, out.x, out.aux,
+            )
+        )  # fmt: skip
+
+    @property
+    def progress(self) -> int:
+        return int(self.state[hht.S_STEP])
+
+    @property
+    def rows(self) -> int:
+        return int(self.state[hht.S_ROW])
+
+    def columns(self, k: int) -> dict[str, np.ndarray]:
+        n, x = self.run.n, self.out.x
+        return {
+            "t": self.out.t[:k],
+            "q": x[:k, :n],
+            "qd": x[:k, n : 2 * n],
+            "qdd": x[:k, 2 * n : 3 * n],
+            "lam": x[:k, 3 * n :],
+            "phi_norm": self.out.aux[:k, 0],
+            "phid_norm": self.out.aux[:k, 1],
+        }
+
+    def counters(self) -> dict[str, Any]:
+        s = self.state
+        return {
+            "steps": self.progress,
+            "newton_iterations": int(s[hht.S_NEWTON]),
+            "jacobian_evaluations": int(s[hht.S_JAC]),
+            "factorizations": int(s[hht.S_FACT]),
+            "rhs_evaluations": int(s[hht.S_NEVAL]),
+            "residual_evaluations": int(s[hht.S_NEVAL]),
+            "max_iterations_per_step": int(s[hht.S_MAX_ITERS]),
+            "newton_restarts": int(s[hht.S_RESTARTS]),
+        }
+
+    def info(self) -> dict[str, Any]:
+        o = self.run.options
+        return {
+            "hht_alpha": o["hht_alpha"],
+            "newmark_beta": self.beta,
+            "newmark_gamma": self.gamma_nm,
+            "newton_tol": self.run.newton_tol,
+            "max_iterations": o["max_iterations"],
+            "predictor_degree": o["predictor_degree"],
+            "full_newton": o["full_newton"],
+        }
+
+
+#: Method family (:attr:`mbdgen.methods.Method.family`) → its stepper.
 FAMILIES: dict[str, type[Stepper]] = {
     "adams": FixedStep,
     "rk": FixedStep,
     "welch": Welch,
     "adaptive": VariableStep,
+    "hht": HHT,
 }

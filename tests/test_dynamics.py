@@ -196,7 +196,7 @@ def test_every_method_stays_in_bounds(tmp_path):
         "for name, method in METHODS.items():\n"
         "    for k in method.orders:\n"
         "        for start in ('rkf45', 'ramp'):\n"
-        "            gains = {} if method.family == 'welch' else {'alpha': 1.0, 'beta': 1.0}\n"
+        "            gains = {} if method.enforces_constraints else {'alpha': 1.0, 'beta': 1.0}\n"
         "            mbdgen.simulate('models/pendulum.py', name, k, 0.01, 0.2, start=start,\n"
         "                            output_every=3, **gains)\n"
         "for name in ('abm', 'rk4'):\n"
