@@ -13,6 +13,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -198,6 +199,78 @@ def _control(alpha: float, beta: float, pivot_ratio: float, newton_tol: float) -
     ctrl[partition.C_NEWTON_TOL] = newton_tol
     ctrl[partition.C_NEWTON_ITERS] = 25
     return ctrl
+
+
+@dataclass
+class _Loop:
+    """What :func:`_drive` hands back: the last status, the interrupt or model
+    exception that stopped it, chunk and re-partition counts, and its timings."""
+
+    status: int = OK
+    stop: BaseException | None = None
+    chunks: int = 0
+    repartitions: list[int] = field(default_factory=list)
+    started: float = 0.0
+    stepping: float = 0.0
+    wall: float = 0.0
+
+
+def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | None) -> _Loop:
+    """Advance ``stepper`` chunk by chunk to the run's end (DESIGN rule 1: Python runs
+    only between chunks), re-partitioning GCP runs and turning Ctrl-C, SIGTERM and a
+    model's exception (without JIT) into a stop with everything kept."""
+    run = stepper.run
+    n_steps, output_every = run.n_steps, run.output_every
+    chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
+    loop = _Loop(started=time.perf_counter())
+    loop.stepping = loop.started
+    status = OK
+    interrupts.clear()
+    guard = interrupts.interrupts_as_exceptions()
+    guard.__enter__()
+    try:
+        # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
+        # so that the step timing below is of stepping alone.
+        status = stepper.advance(0)
+        loop.stepping = time.perf_counter()
+        while stepper.progress < n_steps:
+            # GCP re-partitions when Φ_u degrades, and also when Newton's method fails
+            # (Haug §7.3.2 step 7: "or the integrator struggles"); a step that fails
+            # again with a fresh partition stops the run.
+            if status in (REPARTITION, NEWTON_FAILED) and run.constraints == "gcp":
+                if loop.repartitions.count(stepper.accepted) >= MAX_REPARTITIONS_PER_STEP:
+                    break
+                # A variable-step run first writes the outputs still due inside its last
+                # step, with the old partition (a request to re-partition is advisory).
+                while status in (OK, REPARTITION) and stepper.pending_output():
+                    status = stepper.advance(1)
+                if stepper.pending_output():
+                    break  # Newton failed at an output inside the last step
+                row = stepper.rows - 1
+                last = stepper.out.aux[row] if row >= 0 else None
+                status = _repartition(stepper, pivot_ratio, last)
+                loop.repartitions.append(stepper.accepted)
+            if status not in (OK, REPARTITION):
+                break
+            status = stepper.advance(min(chunk, n_steps - stepper.progress))
+            loop.chunks += 1
+            if progress is not None:
+                progress(run.t0 + stepper.progress * run.h, run.t_end)
+        if status == REPARTITION and stepper.progress >= n_steps:
+            status = OK
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Interrupted
+        loop.stop = exc
+    except ArithmeticError as exc:  # a model kernel run without JIT (NUMBA_DISABLE_JIT)
+        loop.stop, status = exc, NONFINITE
+    except Exception:
+        if interrupts.last_signal() is None:
+            raise
+        loop.stop = KeyboardInterrupt()  # an interrupt that Numba's compiler wrapped
+    finally:
+        guard.__exit__(None, None, None)
+    loop.status = status
+    loop.wall = time.perf_counter() - loop.stepping
+    return loop
 
 
 def simulate(
@@ -408,55 +481,10 @@ def simulate(
     stepper = FAMILIES[spec.family](run)
     out = stepper.out
 
-    chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
-    status, chunks = OK, 0
-    stop: BaseException | None = None  # the interrupt, or an exception of the model
-    repartitions: list[int] = []
-    started = stepping = time.perf_counter()
-    interrupts.clear()
-    guard = interrupts.interrupts_as_exceptions()
-    guard.__enter__()
-    try:
-        # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
-        # so that the step timing below is of stepping alone.
-        status = stepper.advance(0)
-        stepping = time.perf_counter()
-        while stepper.progress < n_steps:
-            # GCP re-partitions when Φ_u degrades, and also when Newton's method fails
-            # (Haug §7.3.2 step 7: "or the integrator struggles"); a step that fails
-            # again with a fresh partition stops the run.
-            if status in (REPARTITION, NEWTON_FAILED) and constraints == "gcp":
-                if repartitions.count(stepper.accepted) >= MAX_REPARTITIONS_PER_STEP:
-                    break
-                # A variable-step run first writes the outputs still due inside its last
-                # step, with the old partition (a request to re-partition is advisory).
-                while status in (OK, REPARTITION) and stepper.pending_output():
-                    status = stepper.advance(1)
-                if stepper.pending_output():
-                    break  # Newton failed at an output inside the last step
-                row = stepper.rows - 1
-                status = _repartition(stepper, pivot_ratio, out.aux[row] if row >= 0 else None)
-                repartitions.append(stepper.accepted)
-            if status not in (OK, REPARTITION):
-                break
-            status = stepper.advance(min(chunk, n_steps - stepper.progress))
-            chunks += 1
-            if progress is not None:
-                progress(t0 + stepper.progress * h, float(t_end))
-        if status == REPARTITION and stepper.progress >= n_steps:
-            status = OK
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Interrupted
-        stop = exc
-    except ArithmeticError as exc:  # a model kernel run without JIT (NUMBA_DISABLE_JIT)
-        stop, status = exc, NONFINITE
-    except Exception:
-        if interrupts.last_signal() is None:
-            raise
-        stop = KeyboardInterrupt()  # an interrupt that Numba's compiler wrapped
-    finally:
-        guard.__exit__(None, None, None)
+    loop = _drive(stepper, pivot_ratio, progress)
+    status, stop, chunks, repartitions = loop.status, loop.stop, loop.chunks, loop.repartitions
+    started, stepping, wall = loop.started, loop.stepping, loop.wall
     interrupted = isinstance(stop, KeyboardInterrupt)
-    wall = time.perf_counter() - stepping
 
     k = stepper.rows
     t_done = stepper.t
