@@ -323,7 +323,10 @@ def _save_partial(result: object, output: str) -> None:
 
     assert isinstance(result, Result)
     rows, steps = len(result), result.counters.get("steps", 0)
-    span = f"t = {result.t[0]:.6g} to {result.t[-1]:.6g}" if rows else "no output row"
+    if not rows:  # stopped while compiling: an empty file must not replace a good one
+        click.echo(f"nothing was computed before the stop; {output} was left as it was", err=True)
+        return
+    span = f"t = {result.t[0]:.6g} to {result.t[-1]:.6g}"
     try:
         saved = result.save(output)
     except MbdgenError as exc:

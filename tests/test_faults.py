@@ -199,7 +199,7 @@ def test_signals_at_random_moments_never_break_the_file(tmp_path, signals):
         assert "Traceback" not in stderr, stderr
         if out.read_bytes() != old:
             new = mbdgen.load(out)  # complete: every array present and of one length
-            assert len(new) > 1
+            assert len(new) >= 1  # a run stopped before its first row writes nothing
             old = out.read_bytes()
         assert [p.name for p in tmp_path.iterdir()] == ["run.npz"]
 
@@ -406,6 +406,7 @@ def test_ctrl_c_during_numba_compilation_ends_like_an_interrupt(tmp_path):
     130, without an llvmlite traceback or 'no compiled object yet'."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cold"))
     args = [PENDULUM, "--out-dir", GENERATED, "--method", "vabm", "--t-end", "1"]
+    args += ["-o", tmp_path / "run.npz"]
     proc = subprocess.Popen(
         [*MBDGEN, "simulate", *map(str, args), "--progress"],
         cwd=ROOT,
@@ -422,6 +423,7 @@ def test_ctrl_c_during_numba_compilation_ends_like_an_interrupt(tmp_path):
         pytest.skip("the compilation finished before the signal came (a fast machine)")
     assert proc.returncode == 130, stderr
     assert "interrupted (Ctrl-C)" in stderr
+    assert not (tmp_path / "run.npz").exists()  # nothing computed, nothing written
     for noise in ("Traceback", "RuntimeError", "no compiled object", "Exception ignored"):
         assert noise not in stderr, stderr
 
