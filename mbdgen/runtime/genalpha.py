@@ -33,6 +33,9 @@ generated blocks (DESIGN rule 2),
 β′ = β c, γ′ = γ c, c = ∂a_{n+1}/∂q̈_{n+1} = (1 − α_f)/(1 − α_m) — Arnold & Brüls'
 iteration matrix (§2) for the unknowns (q̈, λ) instead of (q, λ), rows scaled so
 that it is symmetric for symmetric M̂.
+
+Not yet here (as for HHT): error estimate and step-size control, user differential
+states, the perturbed starting value of a_0 that Arnold & Brüls discuss.
 """
 
 from __future__ import annotations

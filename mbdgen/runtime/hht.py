@@ -42,6 +42,10 @@ Prediction (§3.5): q̈_{n+1}, λ_{n+1} extrapolated by the polynomial of degree
 Newton divided-difference form reduces to binomial weights, degree 0 is
 q̈_{n+1} = q̈_n, λ_{n+1} = λ_n.
 
+The loop itself is :func:`index3_chunk`, shared with generalized-α
+(:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
+the scalars passed to :func:`residual` and :func:`iteration_matrix`.
+
 Not yet here: the error estimate and step-size control (Eqs. 25, 34-39), the corrector
 stopping criterion tied to the error tolerance (Eq. 45), user differential states.
 """
