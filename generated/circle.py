@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "eba3cf92d32896b5681573e00700ff1ea8d1bcf2cc4fffaa0d956c3862ee6710"
+BODY_HASH = "7902a5b359eac1680ec131d530583f517b1bb3b66d50b5679406ee85d8f56ccf"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
@@ -316,6 +316,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

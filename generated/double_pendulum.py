@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2f2e25fc27a2118e6a83180a2b53aabf25abfa5920cb7daa63220643bf3bace9"
+BODY_HASH = "2bf5a9c70d6edd5bf1aef9b79ad9a60d2b7332043e5ed72d2cee1464100a6880"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -469,6 +469,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

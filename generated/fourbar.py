@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "598e13d19305dc389a9090f1c8b4e8ba63cd7ab8b376fc04e30ec90bb07c44af"
+BODY_HASH = "6d19f0ff87d9bb1ab6d91abd2064e7ad98863d1ba8272c8e4fc3246e3309ee43"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -1277,6 +1277,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f758830292c70d0bb4fb85d990b234371ade172bd9ee0ee1663fcefffef05102"
+BODY_HASH = "e65d8d3b0138057c87c17b8d31866708ad547cef41bf9bc8402e8cb800ef974f"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -1228,6 +1228,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4fbb0274147537c57ace0b9eb89c41185e10a520a8e2a0dfa51e2fc2a67286f1"
+BODY_HASH = "1eec2661ff492550318734a71c50ac5c0f2a8df07b9fafe5659d564548def136"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -1618,6 +1618,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "922d45649900ab9e"
-ABI_HASH = "75873e2d88b71a80"
+COMPILER_HASH = "7989e48a8a120482"
+ABI_HASH = "c87f5d9cb5ea7d2f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "90e250a128725d903b9731ebffdf5fa2466293f974549b7a89ecbf5f1e41ad06"
+BODY_HASH = "9d97ebc83cdc45fe277fad7f318c4df7e4c68d173fc9d3b7a86f07c8133ac4d0"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -7868,6 +7868,12 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.hht_chunk`` bound to this module's kernels."""
     return rt.hht.hht_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
+    return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

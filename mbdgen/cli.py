@@ -176,6 +176,13 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
     help="HHT's α in [-1/3, 0] (--method hht; default -0.05): numerical damping.",
 )
 @click.option(
+    "--rho-inf",
+    default=None,
+    type=float,
+    help="Generalized-α's spectral radius ρ∞ in [0, 1] (--method genalpha; default 0.9): "
+    "1 damps nothing, 0 most.",
+)
+@click.option(
     "--rtol", default=1e-6, show_default=True, type=float, help="Variable step: relative tol."
 )
 @click.option(
@@ -214,6 +221,7 @@ def simulate(
     beta: float,
     constraints: str | None,
     hht_alpha: float | None,
+    rho_inf: float | None,
     rtol: float,
     atol: float,
     params: tuple[str, ...],
@@ -271,6 +279,7 @@ def simulate(
                 beta=beta,
                 constraints=constraints,
                 hht_alpha=hht_alpha,
+                rho_inf=rho_inf,
                 rtol=rtol,
                 atol=atol,
                 assemble=list(hold) if assemble else False,

@@ -210,7 +210,7 @@ class Method:
     def enforces_constraints(self) -> bool:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
         index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
-        return self.family in ("welch", "hht")
+        return self.family in ("welch", "hht", "genalpha")
 
     @property
     def default_order(self) -> int:
@@ -220,7 +220,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch", "hht"):
+        if self.family in ("rk", "welch", "hht", "genalpha"):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -290,6 +290,15 @@ METHODS: dict[str, Method] = {
             "hht_chunk",
             "HHT-α, implicit, index-3 DAE, Newton on (q̈, λ), fixed step; numerical "
             "damping --hht-alpha in [-1/3, 0] (Negrut et al. 2007, Eqs. 10-14)",
+            (2,),
+        ),
+        Method(
+            "genalpha",
+            "genalpha",
+            "genalpha_chunk",
+            "generalized-α, implicit, index-3 DAE, fixed step: what Exudyn and Chrono "
+            "users reach for first; damping by the spectral radius --rho-inf in [0, 1] "
+            "(Chung & Hulbert 1993; Arnold & Brüls 2007)",
             (2,),
         ),
     )

@@ -43,6 +43,11 @@ PHI_TOL = 1e-3
 ENERGY_TOL = 1e-3
 #: Largest share of the machine's memory the output arrays may take.
 MEMORY_SHARE = 0.5
+#: simulate()'s keywords that are one family's option → (what it is, its method).
+FAMILY_KEYWORDS = {
+    "hht_alpha": ("HHT's α", "hht"),
+    "rho_inf": ("generalized-α's spectral radius ρ∞", "genalpha"),
+}
 
 
 class ConstraintWarning(UserWarning):
@@ -296,6 +301,7 @@ def simulate(
     newton_tol: float = 1e-10,
     pivot_ratio: float = 0.1,
     hht_alpha: float | None = None,
+    rho_inf: float | None = None,
     options: Mapping[str, Any] | None = None,
     phi_tol: float = PHI_TOL,
     energy_tol: float = ENERGY_TOL,
@@ -344,6 +350,9 @@ def simulate(
         default −0.05): β = (1 − α)²/4, γ = (1 − 2α)/2, 0 is the trapezoidal rule, −1/3
         damps most (spectral radius (1 + α)/(1 − α) at hω → ∞).  Not Baumgarte's
         ``alpha``.  ``newton_tol`` is then the Newton tolerance on (q̈, λ).
+    rho_inf : generalized-α's spectral radius at hω → ∞, ρ∞ ∈ [0, 1], for
+        ``method="genalpha"`` (Chung & Hulbert 1993; default 0.9): 1 damps nothing, 0
+        annihilates the highest frequencies in one step.  ``newton_tol`` as for ``hht``.
     options : options of the method's family (:meth:`mbdgen.steppers.Stepper.check_options`),
         e.g. for ``hht``: ``max_iterations`` (10), ``predictor_degree`` (0-3, 2) and
         ``full_newton`` (False: modified Newton).
@@ -383,14 +392,17 @@ def simulate(
             f"method {method!r} enforces the constraints itself; it takes no "
             f"{constraints!r} constraint handling (nor alpha, beta)"
         )
-    if hht_alpha is not None and spec.family != "hht":
-        raise MbdgenError(
-            f"hht_alpha is HHT's α: it applies to method 'hht' only, not {method!r} "
-            "(Baumgarte's gains are alpha and beta)"
-        )
+    keywords = {"hht_alpha": hht_alpha, "rho_inf": rho_inf}
+    for name, value in keywords.items():
+        if value is not None and name not in getattr(FAMILIES[spec.family], "DEFAULTS", {}):
+            meaning, owner = FAMILY_KEYWORDS[name]
+            raise MbdgenError(
+                f"{name} is {meaning}: it applies to method {owner!r} only, not {method!r} "
+                "(Baumgarte's gains are alpha and beta)"
+            )
     try:
         family_options = FAMILIES[spec.family].check_options(
-            {**(options or {}), **({} if hht_alpha is None else {"hht_alpha": hht_alpha})}
+            {**(options or {}), **{k: v for k, v in keywords.items() if v is not None}}
         )
     except MbdgenError as exc:
         raise MbdgenError(f"method {method!r}: {exc}") from None

@@ -41,7 +41,7 @@ import numpy as np
 from mbdgen.analysis.assembly import RemovedRows
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
-from mbdgen.runtime import adaptive, explicit, hht, index1, partition, welch
+from mbdgen.runtime import adaptive, explicit, genalpha, hht, index1, partition, welch
 from mbdgen.runtime.status import NEWTON_FAILED
 
 #: Steps per jitted call (variable step: attempts); big enough that the Python round
@@ -395,24 +395,34 @@ class HHT(Stepper):
         ),
     }
 
+    #: The option that sets the method's numerical damping (checked by
+    #: :meth:`check_parameter`).
+    PARAMETER: ClassVar[str] = "hht_alpha"
+
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(options) - set(cls.DEFAULTS)
-        if unknown:
-            raise MbdgenError(
-                f"method 'hht' takes the options {', '.join(cls.DEFAULTS)}, not "
-                f"{', '.join(sorted(unknown))}"
-            )
-        values = {**cls.DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+    def check_parameter(cls, value: Any) -> float:
+        """HHT's α as a float in :attr:`ALPHA_RANGE`, or a one-line error."""
         try:
-            alpha = float(values["hht_alpha"])
+            alpha = float(value)
         except (TypeError, ValueError):
             alpha = math.nan
         if not cls.ALPHA_RANGE[0] <= alpha <= cls.ALPHA_RANGE[1]:
             raise MbdgenError(
                 f"hht_alpha must be a number in [-1/3, 0] (Negrut et al. 2007, Eq. 6), "
-                f"got {values['hht_alpha']!r}"
+                f"got {value!r}"
             )
+        return alpha
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - set(cls.DEFAULTS)
+        if unknown:
+            raise MbdgenError(
+                f"method {cls.family!r} takes the options {', '.join(cls.DEFAULTS)}, not "
+                f"{', '.join(sorted(unknown))}"
+            )
+        values = {**cls.DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+        parameter = cls.check_parameter(values[cls.PARAMETER])
         iterations = values["max_iterations"]
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise MbdgenError(f"max_iterations must be a whole number ≥ 1, got {iterations!r}")
@@ -421,18 +431,15 @@ class HHT(Stepper):
                 "predictor_degree must be 0, 1, 2 or 3 (Negrut et al. 2007, §3.5), got "
                 f"{values['predictor_degree']!r}"
             )
-        return {**values, "hht_alpha": alpha, "full_newton": bool(values["full_newton"])}
+        return {**values, cls.PARAMETER: parameter, "full_newton": bool(values["full_newton"])}
 
     def __init__(self, run: Run) -> None:
         super().__init__(run)
-        n, m, o = run.n, run.m, run.options
+        n, m = run.n, run.m
         self.x = np.zeros(hht.state_width(n, m))
         self.x[: 2 * n] = run.x
-        self.beta, self.gamma_nm = hht.coefficients(o["hht_alpha"])
-        self.ctrl = hht.control(
-            o["hht_alpha"], run.newton_tol, o["max_iterations"],
-            degree=o["predictor_degree"], full_newton=o["full_newton"],
-        )  # fmt: skip
+        self.ctrl = self.control()
+        self.beta, self.gamma_nm = self.ctrl[hht.C_BETA], self.ctrl[hht.C_GAMMA]
         self.ws = hht.workspace(n, m)
         self.state = np.zeros(hht.STATE_SIZE, dtype=np.int64)
         self.out = Outputs(
@@ -441,7 +448,15 @@ class HHT(Stepper):
             f=np.zeros((run.rows, 0)),
             aux=np.zeros((run.rows, 2)),
         )
-        self.entry = run.module.hht_chunk
+        self.entry = getattr(run.module, f"{self.family}_chunk")
+
+    def control(self) -> np.ndarray:
+        """The runtime's ``ctrl`` vector for the options."""
+        o = self.run.options
+        return hht.control(
+            o["hht_alpha"], self.run.newton_tol, o["max_iterations"],
+            degree=o["predictor_degree"], full_newton=o["full_newton"],
+        )  # fmt: skip
 
     def advance(self, todo: int) -> int:
         run, out = self.run, self.out
@@ -488,13 +503,73 @@ class HHT(Stepper):
     def info(self) -> dict[str, Any]:
         o = self.run.options
         return {
-            "hht_alpha": o["hht_alpha"],
-            "newmark_beta": self.beta,
-            "newmark_gamma": self.gamma_nm,
+            **self.parameters(),
+            "newmark_beta": float(self.beta),
+            "newmark_gamma": float(self.gamma_nm),
             "newton_tol": self.run.newton_tol,
             "max_iterations": o["max_iterations"],
             "predictor_degree": o["predictor_degree"],
             "full_newton": o["full_newton"],
+        }
+
+    def parameters(self) -> dict[str, float]:
+        """The method's own coefficients, for :meth:`info`."""
+        return {"hht_alpha": self.run.options["hht_alpha"]}
+
+
+class GeneralizedAlpha(HHT):
+    """Generalized-α for the index-3 DAE at a fixed step (Chung & Hulbert 1993; Arnold
+    & Brüls 2007; :mod:`mbdgen.runtime.genalpha`), parameterized by the spectral radius
+    ρ∞ at hω → ∞.  HHT's Newton loop and iteration matrix; state [q; q̇; q̈; λ].
+
+    Default ρ∞ = 0.9: Exudyn's default spectral radius, and about the damping of HHT's
+    default α = −0.05 ((1 + α)/(1 − α) = 0.905) — little damping of the resolved
+    frequencies, enough to kill the undamped (−1)ⁿ mode λ carries at ρ∞ = 1.
+    """
+
+    family = "genalpha"
+    PARAMETER: ClassVar[str] = "rho_inf"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "rho_inf": 0.9,
+        "max_iterations": 10,
+        "predictor_degree": 2,
+        "full_newton": False,
+    }
+    status_messages: ClassVar[dict[int, str]] = {
+        NEWTON_FAILED: (
+            "Newton's method on the generalized-α equations (q̈, λ; Arnold & Brüls 2007) "
+            "did not converge within max_iterations: the step h is too large for the "
+            "motion, the mechanism is near a singular configuration, or newton_tol is "
+            "below round-off"
+        ),
+    }
+
+    @classmethod
+    def check_parameter(cls, value: Any) -> float:
+        """ρ∞ as a float in [0, 1], or a one-line error."""
+        try:
+            rho_inf = float(value)
+        except (TypeError, ValueError):
+            rho_inf = math.nan
+        if not 0.0 <= rho_inf <= 1.0:
+            raise MbdgenError(
+                "rho_inf must be a number in [0, 1] (the spectral radius at hω → ∞; Chung "
+                f"& Hulbert 1993), got {value!r}"
+            )
+        return rho_inf
+
+    def control(self) -> np.ndarray:
+        o = self.run.options
+        return genalpha.control(
+            o["rho_inf"], self.run.newton_tol, o["max_iterations"],
+            degree=o["predictor_degree"], full_newton=o["full_newton"],
+        )  # fmt: skip
+
+    def parameters(self) -> dict[str, float]:
+        return {
+            "rho_inf": self.run.options["rho_inf"],
+            "alpha_m": float(self.ctrl[hht.C_ALPHA_M]),
+            "alpha_f": float(self.ctrl[hht.C_ALPHA_F]),
         }
 
 
@@ -505,4 +580,5 @@ FAMILIES: dict[str, type[Stepper]] = {
     "welch": Welch,
     "adaptive": VariableStep,
     "hht": HHT,
+    "genalpha": GeneralizedAlpha,
 }

@@ -228,6 +228,14 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         + ("out_t", "out_x", "out_aux"),
     ),
     EntryPoint(
+        "genalpha_chunk",
+        "genalpha.genalpha_chunk",
+        ("dynamics", "mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
+        + ("N_COORDINATES", "N_CONSTRAINTS"),
+        ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
+        + ("out_t", "out_x", "out_aux"),
+    ),
+    EntryPoint(
         "derived",
         "postprocess.derived",
         ("energy", "reactions", "phi_t"),

@@ -42,6 +42,10 @@ Prediction (§3.5): q̈_{n+1}, λ_{n+1} extrapolated by the polynomial of degree
 Newton divided-difference form reduces to binomial weights, degree 0 is
 q̈_{n+1} = q̈_n, λ_{n+1} = λ_n.
 
+The loop itself is :func:`index3_chunk`, shared with generalized-α
+(:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
+the scalars passed to :func:`residual` and :func:`iteration_matrix`.
+
 Not yet here: the error estimate and step-size control (Eqs. 25, 34-39), the corrector
 stopping criterion tied to the error tolerance (Eq. 45), user differential states.
 """
@@ -65,7 +69,9 @@ C_MAXIT = 4  # Newton iterations allowed per step
 C_RATE_SLOW = 5  # ξ above this re-evaluates an old iteration matrix
 C_FULL_NEWTON = 6  # 1: re-evaluate the iteration matrix at every iterate
 C_DEGREE = 7  # degree of the predictor polynomial (0-3)
-CTRL_SIZE = 8
+C_ALPHA_M = 8  # generalized-α's α_m (0 for HHT; :mod:`mbdgen.runtime.genalpha`)
+C_ALPHA_F = 9  # generalized-α's α_f (0 for HHT)
+CTRL_SIZE = 10
 
 # Layout of the int64 ``state`` array shared between chunks.
 S_STEP = 0  # steps taken since t0
@@ -158,6 +164,8 @@ def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
         np.zeros(n),  # 16 q̈_{n+1} (Newton iterate)
         np.zeros(m),  # 17 λ_{n+1} (Newton iterate)
         np.zeros((HISTORY, N)),  # 18 accepted [q̈; λ] for the predictor
+        np.zeros(n),  # 19 generalized-α: a_n of the last accepted step (HHT: unused)
+        np.zeros(n),  # 20 generalized-α: a_{n+1} of the iterate (HHT: unused)
     )
 
 
@@ -186,6 +194,25 @@ def residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, e):
         e[i] = s
     for i in range(m):
         e[n + i] = phi[i] / bh2
+
+
+@njit(cache=True, inline="always")
+def genalpha_update(
+    n, h, beta, gamma_nm, alpha_m, alpha_f, q, qd, qdd, a, qdd1, a1, q1, qd1
+):  # fmt: skip
+    """a_{n+1}, q_{n+1}, q̇_{n+1} from q̈_{n+1} by generalized-α's recurrences (Arnold &
+    Brüls 2007, §2; Chung & Hulbert 1993):
+
+        (1 − α_m) a_{n+1} + α_m a_n = (1 − α_f) q̈_{n+1} + α_f q̈_n
+        q_{n+1} = q_n + h q̇_n + h² (½ − β) a_n + h² β a_{n+1}
+        q̇_{n+1} = q̇_n + h (1 − γ) a_n + h γ a_{n+1}
+    """
+    cm = 1.0 / (1.0 - alpha_m)
+    hh = h * h
+    for i in range(n):
+        a1[i] = ((1.0 - alpha_f) * qdd1[i] + alpha_f * qdd[i] - alpha_m * a[i]) * cm
+        q1[i] = q[i] + h * qd[i] + hh * ((0.5 - beta) * a[i] + beta * a1[i])
+        qd1[i] = qd[i] + h * ((1.0 - gamma_nm) * a[i] + gamma_nm * a1[i])
 
 
 @njit(cache=True, inline="always")
@@ -315,9 +342,51 @@ def hht_chunk(
     status : ``OK``, or ``SINGULAR``, ``NONFINITE``, ``NEWTON_FAILED``; on failure ``x``
     holds the last accepted step.
     """
+    return index3_chunk(
+        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, p, ctrl, ws, t0, h, x,
+        state, n_steps, stride, out_t, out_x, out_aux, False,
+    )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def index3_chunk(
+    dynamics,
+    mass_a_q,
+    phi_q_lam_q,
+    force_q,
+    force_qd,
+    n,
+    m,
+    p,
+    ctrl,
+    ws,
+    t0,
+    h,
+    x,
+    state,
+    n_steps,
+    stride,
+    out_t,
+    out_x,
+    out_aux,
+    generalized,
+):
+    """The fixed-step index-3 Newton loop shared by HHT-α and generalized-α.
+
+    ``generalized`` False: HHT-α, as :func:`hht_chunk` documents.  True: generalized-α
+    in Arnold & Brüls' form (:mod:`mbdgen.runtime.genalpha`): the unknowns q̈_{n+1},
+    λ_{n+1} satisfy the equations of motion at t_{n+1} exactly (no weighting, α = 0 in
+    :func:`residual`), q_{n+1}, q̇_{n+1} follow from :func:`genalpha_update`, so that
+    ∂q_{n+1}/∂q̈_{n+1} = β′h², ∂q̇_{n+1}/∂q̈_{n+1} = γ′h with β′ = β c, γ′ = γ c,
+    c = (1 − α_f)/(1 − α_m): the residual, the constraint scaling 1/(β′h²), the
+    iteration matrix and the round-off floor take βh², γh → β′h², γ′h (Arnold &
+    Brüls 2007, §2, with the constraint rows scaled by 1/(β′h²)).  ``ws[19]`` keeps a_n.
+    Arguments and return value as :func:`hht_chunk`; ``ctrl`` also carries
+    ``C_ALPHA_M``, ``C_ALPHA_F``.
+    """
     (
         mass, force, phi, phi_q, phi_t, gam, A, piv, b, maq, plq, fq, fqd,
-        r_prev, q1, qd1, qdd1, lam1, hist,
+        r_prev, q1, qd1, qdd1, lam1, hist, a, a1,
     ) = ws  # fmt: skip
     N = n + m
     alpha = ctrl[C_ALPHA]
@@ -330,6 +399,13 @@ def hht_chunk(
     degree = int(ctrl[C_DEGREE])
     bh2 = beta * h * h
     gh = gamma_nm * h
+    alpha_m = ctrl[C_ALPHA_M]
+    alpha_f = ctrl[C_ALPHA_F]
+    if generalized:
+        alpha = 0.0  # the equations of motion hold at t_{n+1} (Arnold & Brüls)
+        c = (1.0 - alpha_f) / (1.0 - alpha_m)  # ∂a_{n+1}/∂q̈_{n+1}
+        bh2 = bh2 * c
+        gh = gh * c
     K = hist.shape[0]
     q = x[:n]
     qd = x[n : 2 * n]
@@ -359,6 +435,10 @@ def hht_chunk(
             for i in range(n):
                 q1[i] = q[i]
                 qd1[i] = qd[i]
+        elif generalized:
+            genalpha_update(
+                n, h, beta, gamma_nm, alpha_m, alpha_f, q, qd, qdd, a, qdd1, a1, q1, qd1
+            )  # fmt: skip
         else:
             newmark(n, h, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1)
         # the one evaluation site of the equations
@@ -393,6 +473,9 @@ def hht_chunk(
                     qdd[i] = qdd1[i]
                 for i in range(m):
                     lam[i] = lam1[i]
+                if generalized:
+                    for i in range(n):
+                        a[i] = a1[i]
                 for i in range(x.shape[0]):
                     if not math.isfinite(x[i]):
                         return NONFINITE
@@ -453,6 +536,7 @@ def hht_chunk(
                     s += phi_q[j, i] * b[n + j]
                 r_prev[i] = s
                 hist[0, i] = b[i]
+                a[i] = b[i]  # a_0 = q̈_0 (Arnold & Brüls 2007, §2)
             for i in range(m):
                 lam[i] = b[n + i]
                 hist[0, n + i] = b[n + i]

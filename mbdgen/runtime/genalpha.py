@@ -1,0 +1,126 @@
+"""Generalized-α for the index-3 DAE of multibody dynamics, fixed step (Chung & Hulbert
+1993; Arnold & Brüls 2007 for constrained mechanical systems).
+
+The equations of motion and the position constraints hold at t_{n+1}
+
+    M(q_{n+1}) q̈_{n+1} + Φ_qᵀ(q_{n+1}, t_{n+1}) λ_{n+1} = Q(q_{n+1}, q̇_{n+1}, t_{n+1})
+    Φ(q_{n+1}, t_{n+1}) = 0
+
+and the positions and velocities follow Newmark's formulas in the acceleration-like
+variable a (Arnold & Brüls 2007, §2):
+
+    (1 − α_m) a_{n+1} + α_m a_n = (1 − α_f) q̈_{n+1} + α_f q̈_n,     a_0 = q̈_0
+    q_{n+1} = q_n + h q̇_n + h² (½ − β) a_n + h² β a_{n+1}
+    q̇_{n+1} = q̇_n + h (1 − γ) a_n + h γ a_{n+1}
+
+Chung & Hulbert's one-parameter family, by the spectral radius ρ∞ ∈ [0, 1] at
+hω → ∞ (:func:`coefficients`):
+
+    α_m = (2ρ∞ − 1)/(ρ∞ + 1),  α_f = ρ∞/(ρ∞ + 1),
+    γ = ½ − α_m + α_f,          β = (1 − α_m + α_f)²/4
+
+(second order for γ = ½ − α_m + α_f; ρ∞ = 1 is the trapezoidal rule in a, ρ∞ = 0
+annihilates the highest frequencies in one step).  With α_m = 0, α_f = −α this is
+HHT-α with the same β, γ (Chung & Hulbert 1993), see ``tests/test_genalpha.py``.
+
+Newton's method on (q̈_{n+1}, λ_{n+1}) is HHT's (:func:`mbdgen.runtime.hht.index3_chunk`,
+the one loop both use): the same modified Newton, stopping test, predictor and
+counters, the constraints scaled by 1/(β′h²) and the iteration matrix from the
+generated blocks (DESIGN rule 2),
+
+    [[M + [(M q̈)_q + (Φ_qᵀλ)_q − Q_q] β′h² − Q_q̇ γ′h, Φ_qᵀ], [Φ_q, 0]],
+
+β′ = β c, γ′ = γ c, c = ∂a_{n+1}/∂q̈_{n+1} = (1 − α_f)/(1 − α_m) — Arnold & Brüls'
+iteration matrix (§2) for the unknowns (q̈, λ) instead of (q, λ), rows scaled so
+that it is symmetric for symmetric M̂.
+
+Not yet here (as for HHT): error estimate and step-size control, user differential
+states, the perturbed starting value of a_0 that Arnold & Brüls discuss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mbdgen.runtime import hht
+from mbdgen.runtime.hht import STATE_SIZE, index3_chunk, state_width, workspace  # noqa: F401
+
+
+def coefficients(rho_inf: float) -> tuple[float, float, float, float]:
+    """(α_m, α_f, β, γ) of Chung & Hulbert's generalized-α for the spectral radius ρ∞
+    at hω → ∞: α_m = (2ρ∞ − 1)/(ρ∞ + 1), α_f = ρ∞/(ρ∞ + 1), γ = ½ − α_m + α_f,
+    β = (1 − α_m + α_f)²/4 (Chung & Hulbert 1993; Arnold & Brüls 2007, §2)."""
+    alpha_m = (2.0 * rho_inf - 1.0) / (rho_inf + 1.0)
+    alpha_f = rho_inf / (rho_inf + 1.0)
+    return alpha_m, alpha_f, *newmark_coefficients(alpha_m, alpha_f)
+
+
+def newmark_coefficients(alpha_m: float, alpha_f: float) -> tuple[float, float]:
+    """(β, γ) = ((1 − α_m + α_f)²/4, ½ − α_m + α_f): second order and unconditionally
+    stable for α_m ≤ α_f ≤ ½ (Chung & Hulbert 1993)."""
+    return (1.0 - alpha_m + alpha_f) ** 2 / 4.0, 0.5 - alpha_m + alpha_f
+
+
+def control(
+    rho_inf: float | None,
+    tol: float,
+    max_iterations: int,
+    *,
+    alpha_m: float | None = None,
+    alpha_f: float | None = None,
+    degree: int = 2,
+    full_newton: bool = False,
+    rate_slow: float = 0.05,
+) -> np.ndarray:
+    """The ``ctrl`` vector of :func:`genalpha_chunk`: α_m, α_f, β, γ from ρ∞, or from
+    ``alpha_m`` and ``alpha_f`` given directly (``rho_inf`` None), and the Newton options
+    of :func:`mbdgen.runtime.hht.control`."""
+    if rho_inf is not None:
+        alpha_m, alpha_f, beta, gamma = coefficients(rho_inf)
+    else:
+        if alpha_m is None or alpha_f is None:
+            raise ValueError("give rho_inf, or alpha_m and alpha_f")
+        beta, gamma = newmark_coefficients(alpha_m, alpha_f)
+    ctrl = hht.control(
+        0.0, tol, max_iterations, degree=degree, full_newton=full_newton,
+        rate_slow=rate_slow, beta=beta, gamma=gamma,
+    )  # fmt: skip
+    ctrl[hht.C_ALPHA_M] = alpha_m
+    ctrl[hht.C_ALPHA_F] = alpha_f
+    return ctrl
+
+
+@njit(cache=True, inline="always")
+def genalpha_chunk(
+    dynamics,
+    mass_a_q,
+    phi_q_lam_q,
+    force_q,
+    force_qd,
+    n,
+    m,
+    p,
+    ctrl,
+    ws,
+    t0,
+    h,
+    x,
+    state,
+    n_steps,
+    stride,
+    out_t,
+    out_x,
+    out_aux,
+):
+    """Advance up to ``n_steps`` fixed generalized-α steps (module docstring).
+
+    Arguments, state layout [q; q̇; q̈; λ], counters and status codes as
+    :func:`mbdgen.runtime.hht.hht_chunk`; ``ctrl`` from :func:`control`, ``ws`` from
+    :func:`workspace` (``ws[19]`` keeps a_n between chunks).  q̈ is the acceleration
+    (the equations of motion hold with it at t_{n+1}), not the variable a.
+    """
+    return index3_chunk(
+        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, p, ctrl, ws, t0, h, x,
+        state, n_steps, stride, out_t, out_x, out_aux, True,
+    )  # fmt: skip
