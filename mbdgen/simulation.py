@@ -621,11 +621,17 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
     bound = energy_tol * scale + 10.0 * quadrature
     if abs(balance[worst]) <= bound:
         return []
+    remedy = "use a smaller step or an error-controlled method"
+    info = result.info
+    if info.get("rho_inf", 1.0) < 1.0 or info.get("hht_alpha", 0.0) < 0.0:
+        remedy = (
+            "part of it is the method's numerical damping, which removes the energy of "
+            "high frequencies by design (rho_inf = 1 or hht_alpha = 0 has none); else " + remedy
+        )
     return [
         f"the energy balance is off: T + V − E0 − ∫P dt = {balance[worst]:.3g} at "
         f"t = {result.t[worst]:.6g}, {abs(balance[worst]) / scale:.3g} of the energy the "
-        f"run exchanges ({scale:.3g}; energy_tol = {energy_tol:g}); use a smaller step or "
-        "an error-controlled method"
+        f"run exchanges ({scale:.3g}; energy_tol = {energy_tol:g}); {remedy}"
     ]
 
 
