@@ -44,9 +44,8 @@ def pendulum():
     return import_generated(GENERATED / "pendulum.py")
 
 
-@pytest.fixture(scope="session")
-def pendulum_reference(pendulum):
-    """φ(1) of the reduced equation (J + m l²) φ̈ = −m g l cos φ, solved by DOP853
+def _pendulum_angle(pendulum) -> tuple[float, float]:
+    """φ(1), φ̇(1) of the reduced equation (J + m l²) φ̈ = −m g l cos φ, solved by DOP853
     at rtol = 2.3e-14 (its floor), atol = 1e-14 (an independent formulation of the
     same motion)."""
     from scipy.integrate import solve_ivp
@@ -60,7 +59,48 @@ def pendulum_reference(pendulum):
         rtol=2.3e-14,
         atol=1e-14,
     )
-    return sol.y[0, -1]
+    return float(sol.y[0, -1]), float(sol.y[1, -1])
+
+
+@pytest.fixture(scope="session")
+def pendulum_reference(pendulum):
+    """φ(1) of the pendulum (see :func:`_pendulum_angle`)."""
+    return _pendulum_angle(pendulum)[0]
+
+
+def augmented(module, t, q, qd, p):
+    """q̈, λ of the index-1 equations [[M, Φ_qᵀ], [Φ_q, 0]] [q̈; λ] = [Q; γ] (NumPy)."""
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    mass, force = np.zeros((n, n)), np.zeros(n)
+    phi, phi_q, phi_t, gamma = np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m)
+    module.dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    A = np.block([[mass, phi_q.T], [phi_q, np.zeros((m, m))]])
+    x = np.linalg.solve(A, np.concatenate([force, gamma]))
+    return x[:n], x[n:]
+
+
+@pytest.fixture(scope="session")
+def pendulum_exact(pendulum):
+    """q, q̇, q̈, λ of the pendulum at t = 1: q, q̇ from :func:`_pendulum_angle`, q̈ and λ
+    from the index-1 equations there."""
+    l = pendulum.P_DEFAULT[2]
+    phi, phid = _pendulum_angle(pendulum)
+    q = np.array([l * np.cos(phi), l * np.sin(phi), phi])
+    qd = np.array([-l * np.sin(phi) * phid, l * np.cos(phi) * phid, phid])
+    qdd, lam = augmented(pendulum, 1.0, q, qd, pendulum.P_DEFAULT)
+    return {"q": q, "qd": qd, "qdd": qdd, "lam": lam}
+
+
+def fitted_slopes(run, hs, exact):
+    """Slopes of log max-norm error at t = 1 against log h of q, q̇, λ and q̈, for
+    ``run(h)`` returning a Result that ends at t = 1."""
+    errors = {key: [] for key in ("q", "qd", "lam", "qdd")}
+    for h in hs:
+        result = run(h)
+        assert result.t[-1] == pytest.approx(1.0, abs=1e-12)
+        for key in errors:
+            errors[key].append(np.abs(getattr(result, key)[-1] - exact[key]).max())
+    return {key: float(np.polyfit(np.log(hs), np.log(e), 1)[0]) for key, e in errors.items()}
 
 
 def fitted_order(module, reference, method, k, levels, **options):

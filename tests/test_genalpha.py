@@ -14,9 +14,9 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import GENERATED, run_python
+from conftest import GENERATED, fitted_slopes, run_python
 from numba import njit
-from scipy.integrate import solve_ivp
+from oscillator import osc_dynamics, osc_force_q, zero
 
 import mbdgen
 from mbdgen.cli import main
@@ -30,35 +30,6 @@ RHOS = (1.0, 0.9, 0.8, 0.5, 0.0)
 
 def genalpha(module, h, t_end, **options):
     return mbdgen.simulate(module, "genalpha", None, h, t_end, **options)
-
-
-@pytest.fixture(scope="module")
-def pendulum_exact(pendulum):
-    """q, q̇, λ at t = 1 from the reduced equation (J + m l²) φ̈ = −m g l cos φ (DOP853
-    at its precision floor); λ from the index-1 equations there."""
-    m, J, l, g = pendulum.P_DEFAULT
-    sol = solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0.0, 1.0),
-        [0.0, 0.0],
-        method="DOP853",
-        rtol=2.3e-14,
-        atol=1e-14,
-    )
-    phi, phid = sol.y[:, -1]
-    q = np.array([l * np.cos(phi), l * np.sin(phi), phi])
-    qd = np.array([-l * np.sin(phi) * phid, l * np.cos(phi) * phid, phid])
-    n, mm = pendulum.N_COORDINATES, pendulum.N_CONSTRAINTS
-    ws = rt.workspace(n, mm)
-    pendulum.dynamics(1.0, q, qd, pendulum.P_DEFAULT, *ws[:6])
-    mass, force, phi_q, gamma = ws[0], ws[1], ws[3], ws[5]
-    A = np.block([[mass, phi_q.T], [phi_q, np.zeros((mm, mm))]])
-    z = np.linalg.solve(A, np.concatenate([force, gamma]))
-    return {"q": q, "qd": qd, "qdd": z[:n], "lam": z[n:]}
-
-
-def _slope(hs, errors):
-    return float(np.polyfit(np.log(hs), np.log(errors), 1)[0])
 
 
 # fitted orders over h = 0.1/2 … 0.1/64 (5 halvings), max-norm errors at t = 1:
@@ -76,13 +47,9 @@ def _slope(hs, errors):
 @pytest.mark.parametrize("rho_inf", RHOS)
 def test_order_two_in_q_qd_lambda_and_qdd(pendulum, pendulum_exact, rho_inf):
     hs = 0.1 / 2.0 ** np.arange(1, 7)
-    errors = {key: [] for key in ("q", "qd", "lam", "qdd")}
-    for h in hs:
-        result = genalpha(pendulum, h, 1.0, rho_inf=rho_inf)
-        assert result.t[-1] == pytest.approx(1.0, abs=1e-12)
-        for key in errors:
-            errors[key].append(np.abs(getattr(result, key)[-1] - pendulum_exact[key]).max())
-    slopes = {key: _slope(hs, e) for key, e in errors.items()}
+    slopes = fitted_slopes(
+        lambda h: genalpha(pendulum, h, 1.0, rho_inf=rho_inf), hs, pendulum_exact
+    )
     assert slopes["q"] == pytest.approx(2.0, abs=0.05), slopes
     assert slopes["qd"] == pytest.approx(2.0, abs=0.05), slopes
     if rho_inf == 1.0:  # λ carries the undamped (−1)ⁿ mode of the trapezoidal rule
@@ -120,25 +87,9 @@ def test_coefficients_at_the_ends():
 
 
 @njit
-def _osc_dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
-    mass[0, 0] = 1.0
-    force[0] = -p[0] * q[0]
-
-
-@njit
-def _zero(t, q, a, p, out):
-    out[:] = 0.0
-
-
-@njit
-def _osc_force_q(t, q, qd, p, out):
-    out[0, 0] = -p[0]
-
-
-@njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
     return ga.genalpha_chunk(
-        _osc_dynamics, _zero, _zero, _osc_force_q, _zero, 1, 0,
+        osc_dynamics, zero, zero, osc_force_q, zero, 1, 0,
         p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
 

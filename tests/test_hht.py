@@ -13,9 +13,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import GENERATED, run_python
+from conftest import GENERATED, fitted_slopes, run_python
 from numba import njit
-from scipy.integrate import solve_ivp
+from oscillator import osc_dynamics, osc_force_q, zero
 from scipy.optimize import root
 
 from mbdgen.compiler import import_generated
@@ -24,41 +24,6 @@ from mbdgen.implicit import hht
 from mbdgen.runtime import hht as rt
 
 ALPHAS = (0.0, -0.05, -0.3)
-
-
-def _augmented(module, t, q, qd, p):
-    """q̈, λ of the index-1 equations [[M, Φ_qᵀ], [Φ_q, 0]] [q̈; λ] = [Q; γ] (NumPy)."""
-    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    mass, force = np.zeros((n, n)), np.zeros(n)
-    phi, phi_q, phi_t, gamma = np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m)
-    module.dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
-    A = np.block([[mass, phi_q.T], [phi_q, np.zeros((m, m))]])
-    x = np.linalg.solve(A, np.concatenate([force, gamma]))
-    return x[:n], x[n:]
-
-
-@pytest.fixture(scope="module")
-def pendulum_exact(pendulum):
-    """q, q̇, q̈, λ at t = 1 from the reduced equation (J + m l²) φ̈ = −m g l cos φ
-    (DOP853 at its precision floor), λ and q̈ from the index-1 equations there."""
-    m, J, l, g = pendulum.P_DEFAULT
-    sol = solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0.0, 1.0),
-        [0.0, 0.0],
-        method="DOP853",
-        rtol=2.3e-14,
-        atol=1e-14,
-    )
-    phi, phid = sol.y[:, -1]
-    q = np.array([l * np.cos(phi), l * np.sin(phi), phi])
-    qd = np.array([-l * np.sin(phi) * phid, l * np.cos(phi) * phid, phid])
-    qdd, lam = _augmented(pendulum, 1.0, q, qd, pendulum.P_DEFAULT)
-    return {"q": q, "qd": qd, "qdd": qdd, "lam": lam}
-
-
-def _slope(hs, errors):
-    return float(np.polyfit(np.log(hs), np.log(errors), 1)[0])
 
 
 # fitted orders over h = 0.1/2 … 0.1/64 (5 halvings), max-norm errors at t = 1:
@@ -72,13 +37,7 @@ def _slope(hs, errors):
 @pytest.mark.parametrize("alpha", ALPHAS)
 def test_order_two_in_q_qd_and_lambda(pendulum, pendulum_exact, alpha):
     hs = 0.1 / 2.0 ** np.arange(1, 7)
-    errors = {key: [] for key in ("q", "qd", "lam", "qdd")}
-    for h in hs:
-        result = hht(pendulum, h, 1.0, hht_alpha=alpha)
-        assert result.t[-1] == pytest.approx(1.0, abs=1e-12)
-        for key in errors:
-            errors[key].append(np.abs(getattr(result, key)[-1] - pendulum_exact[key]).max())
-    slopes = {key: _slope(hs, e) for key, e in errors.items()}
+    slopes = fitted_slopes(lambda h: hht(pendulum, h, 1.0, hht_alpha=alpha), hs, pendulum_exact)
     assert slopes["q"] == pytest.approx(2.0, abs=0.05), slopes
     assert slopes["qd"] == pytest.approx(2.0, abs=0.05), slopes
     if alpha == 0.0:  # λ carries the undamped (−1)ⁿ mode of the trapezoidal rule
@@ -157,25 +116,9 @@ def test_alpha_zero_equals_an_independent_trapezoidal_step(pendulum):
 
 
 @njit
-def _osc_dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
-    mass[0, 0] = 1.0
-    force[0] = -p[0] * q[0]
-
-
-@njit
-def _zero(t, q, a, p, out):
-    out[:] = 0.0
-
-
-@njit
-def _osc_force_q(t, q, qd, p, out):
-    out[0, 0] = -p[0]
-
-
-@njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
     return rt.hht_chunk(
-        _osc_dynamics, _zero, _zero, _osc_force_q, _zero, 1, 0,
+        osc_dynamics, zero, zero, osc_force_q, zero, 1, 0,
         p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
 
