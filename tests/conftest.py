@@ -91,6 +91,19 @@ def pendulum_exact(pendulum):
     return {"q": q, "qd": qd, "qdd": qdd, "lam": lam}
 
 
+def central_jacobian(residual, z):
+    """Central finite differences of ``residual(z)`` (test only: DESIGN rule 2), with
+    steps 1e-5·max(1, |z_j|)."""
+    columns = []
+    for j in range(z.size):
+        d = 1e-5 * max(1.0, abs(z[j]))
+        zp, zm = z.copy(), z.copy()
+        zp[j] += d
+        zm[j] -= d
+        columns.append((residual(zp) - residual(zm)) / (2.0 * d))
+    return np.column_stack(columns)
+
+
 def fitted_slopes(run, hs, exact):
     """Slopes of log max-norm error at t = 1 against log h of q, q̇, λ and q̈, for
     ``run(h)`` returning a Result that ends at t = 1."""

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import GENERATED, fitted_slopes, run_python
+from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
 from numba import njit
 from oscillator import osc_dynamics, osc_force_q, zero
 
@@ -293,15 +293,7 @@ def test_iteration_matrix_equals_finite_differences_of_the_residual(moving, rho_
         q1, qd1, z[:n].copy(), z[n:].copy(), module.P_DEFAULT, 0.0, beta * h * h * c,
         gamma_nm * h * c, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], A,
     )  # fmt: skip
-    fd = np.zeros_like(A)
-    for j in range(n + m):
-        d = 1e-5 * max(1.0, abs(z[j]))
-        zp, zm = z.copy(), z.copy()
-        zp[j] += d
-        zm[j] -= d
-        ep = _discretized_residual(module, zp, x, a, t1, h, ctrl)[0]
-        em = _discretized_residual(module, zm, x, a, t1, h, ctrl)[0]
-        fd[:, j] = (ep - em) / (2.0 * d)
+    fd = central_jacobian(lambda zz: _discretized_residual(module, zz, x, a, t1, h, ctrl)[0], z)
     difference = np.abs(A - fd).max() / np.abs(A).max()
     assert difference < 1e-6, difference
     assert np.abs(A[:n, :n] - ws1[0]).max() > 0.0  # the blocks beyond M are exercised

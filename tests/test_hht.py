@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import GENERATED, fitted_slopes, run_python
+from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
 from numba import njit
 from oscillator import osc_dynamics, osc_force_q, zero
 from scipy.optimize import root
@@ -215,15 +215,9 @@ def test_iteration_matrix_equals_finite_differences_of_the_residual(moving):
         q1, qd1, z[:n].copy(), z[n:].copy(), module.P_DEFAULT, alpha, beta * h * h,
         gamma_nm * h, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], A,
     )  # fmt: skip
-    fd = np.zeros_like(A)
-    for j in range(n + m):
-        d = 1e-5 * max(1.0, abs(z[j]))
-        zp, zm = z.copy(), z.copy()
-        zp[j] += d
-        zm[j] -= d
-        ep = _discretized_residual(module, zp, x, r_prev, t1, h, alpha)[0]
-        em = _discretized_residual(module, zm, x, r_prev, t1, h, alpha)[0]
-        fd[:, j] = (ep - em) / (2.0 * d)
+    fd = central_jacobian(
+        lambda zz: _discretized_residual(module, zz, x, r_prev, t1, h, alpha)[0], z
+    )
     difference = np.abs(A - fd).max() / np.abs(A).max()
     assert difference < 1e-6, difference
     # the blocks that make M̂ differ from M/(1+α) are exercised where the model has them
