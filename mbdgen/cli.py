@@ -188,6 +188,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
 @click.option(
     "--atol", default=1e-6, show_default=True, type=float, help="Variable step: absolute tol."
 )
+@click.option(
+    "--h-min", default=None, type=float, help="hht_adaptive, genalpha_adaptive: smallest step."
+)
+@click.option(
+    "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
+)
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
@@ -224,6 +230,8 @@ def simulate(
     rho_inf: float | None,
     rtol: float,
     atol: float,
+    h_min: float | None,
+    h_max: float | None,
     params: tuple[str, ...],
     assemble: bool,
     hold: tuple[str, ...],
@@ -282,6 +290,7 @@ def simulate(
                 rho_inf=rho_inf,
                 rtol=rtol,
                 atol=atol,
+                options={k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None},
                 assemble=list(hold) if assemble else False,
                 params=_parse_params(params),
                 output_every=output_every,

@@ -188,6 +188,10 @@ def rk_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "rkf45")}
 
 
+#: The families of the index-3 implicit methods (HHT-α, generalized-α).
+INDEX3_FAMILIES = ("hht", "genalpha", "hht_adaptive", "genalpha_adaptive")
+
+
 @dataclass(frozen=True)
 class Method:
     """A registered integration method.
@@ -210,7 +214,7 @@ class Method:
     def enforces_constraints(self) -> bool:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
         index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
-        return self.family in ("welch", "hht", "genalpha")
+        return self.family in ("welch", *INDEX3_FAMILIES)
 
     @property
     def default_order(self) -> int:
@@ -220,7 +224,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch", "hht", "genalpha"):
+        if self.family in ("rk", "welch", *INDEX3_FAMILIES):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -299,6 +303,22 @@ METHODS: dict[str, Method] = {
             "generalized-α, implicit, index-3 DAE, fixed step: what Exudyn and Chrono "
             "users reach for first; damping by the spectral radius --rho-inf in [0, 1] "
             "(Chung & Hulbert 1993; Arnold & Brüls 2007)",
+            (2,),
+        ),
+        Method(
+            "hht_adaptive",
+            "hht_adaptive",
+            "hht_chunk",
+            "HHT-α with error control (rtol, atol) and dense output: local error "
+            "estimate, step-size selection, corrector stopping test of Negrut et al. "
+            "2007 (Eqs. 25, 34-39, 45) — stiff or long runs at a stated accuracy",
+            (2,),
+        ),
+        Method(
+            "genalpha_adaptive",
+            "genalpha_adaptive",
+            "genalpha_chunk",
+            "generalized-α with HHT's error control (rtol, atol) and dense output",
             (2,),
         ),
     )

@@ -45,8 +45,8 @@ ENERGY_TOL = 1e-3
 MEMORY_SHARE = 0.5
 #: simulate()'s keywords that are one family's option → (what it is, its method).
 FAMILY_KEYWORDS = {
-    "hht_alpha": ("HHT's α", "hht"),
-    "rho_inf": ("generalized-α's spectral radius ρ∞", "genalpha"),
+    "hht_alpha": ("HHT's α", "hht and hht_adaptive"),
+    "rho_inf": ("generalized-α's spectral radius ρ∞", "genalpha and genalpha_adaptive"),
 }
 
 
@@ -278,6 +278,39 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
     return loop
 
 
+def _consistent_start(
+    module: ModuleType,
+    t0: float,
+    x: np.ndarray,
+    p: np.ndarray,
+    params: Mapping[str, float] | None,
+    tol: float,
+) -> tuple[np.ndarray, dict[str, float] | None]:
+    """q0, q̇0 made consistent for the error-controlled index-3 methods, as MSC.ADAMS
+    runs its initial-conditions analysis before an HHT run (Negrut et al. 2007, §4).
+
+    Their error test (Eq. 25) counts the first step's correction of Φ(q0) as local
+    error of q, whatever h: an inconsistency above ε (4e-5 on the slider-crank's
+    rounded q0) would reject every step.  Returns the state and what was removed
+    (‖Φ(q0)‖∞, ‖Φ_q q̇0 + Φ_t‖∞), or None when q0, q̇0 were consistent to ``tol``.
+    """
+    from mbdgen.analysis.assembly import assemble as assemble_state
+
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    phi, phi_q, phi_t = np.zeros(m), np.zeros((m, n)), np.zeros(m)
+    module.phi(t0, x[:n], p, phi)
+    module.phi_q(t0, x[:n], p, phi_q)
+    module.phi_t(t0, x[:n], p, phi_t)
+    before = {
+        "phi": float(np.abs(phi).max(initial=0.0)),
+        "phid": float(np.abs(phi_q @ x[n:] + phi_t).max(initial=0.0)),
+    }
+    if max(before.values()) <= tol:
+        return x, None
+    assembled = assemble_state(module, q0=x[:n], qd0=x[n:], t0=t0, params=params, tol=tol)
+    return np.concatenate([assembled.q, assembled.qd]), before
+
+
 def simulate(
     model: ModuleType | str | Path,
     method: str = "abm",
@@ -331,8 +364,10 @@ def simulate(
         Default: ``"baumgarte"`` if ``alpha`` or ``beta`` is set, else ``"direct"``.
         The Welch schemes enforce constraints themselves and take none.
     rtol, atol : local error tolerances of the variable-step methods (``vabm``,
-        ``rkf45_adaptive``), for which
-        ``h`` is the output interval, not a step size.
+        ``rkf45_adaptive``, ``hht_adaptive``, ``genalpha_adaptive``), for which ``h`` is
+        the output interval, not a step size.  For the index-3 methods the error of q
+        is weighted by max(atol, rtol max_t |q_i|): rtol = atol = ε is Negrut et al.
+        2007's ε (Eq. 34); ``options`` ``h_min``, ``h_max``, ``h_first`` bound the steps.
     assemble : first make q0, q̇0 consistent (:func:`mbdgen.analysis.assembly.assemble`);
         a list of coordinate names holds those at their given values.
     newton_tol : ‖Φ‖∞ to which GCP solves for the dependent coordinates.
@@ -397,7 +432,7 @@ def simulate(
         if value is not None and name not in getattr(FAMILIES[spec.family], "DEFAULTS", {}):
             meaning, owner = FAMILY_KEYWORDS[name]
             raise MbdgenError(
-                f"{name} is {meaning}: it applies to method {owner!r} only, not {method!r} "
+                f"{name} is {meaning}: it applies to methods {owner} only, not {method!r} "
                 "(Baumgarte's gains are alpha and beta)"
             )
     try:
@@ -462,6 +497,9 @@ def simulate(
         )
         if strict:
             raise MbdgenError(warned[-1])
+    projected = None
+    if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
+        x, projected = _consistent_start(module, t0, x, p, params, newton_tol)
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
         dep, ind, quality = _initial_partition(module, t0, x[:n], p)
@@ -527,6 +565,7 @@ def simulate(
             "start": start,
             "constraints": constraints,
             "assembled_holding": None if assemble is False else list(hold),
+            "projected_start": projected,
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
             "lambda_not_unique": list(removed.not_unique),  # joints of the dependency

@@ -107,8 +107,8 @@ def amplification_matrix(rho_inf, h_omega):
         unit[j] = 1.0
         x = unit[:3].copy()
         ws = ga.workspace(1, 0)
-        ws[19][0] = unit[3]  # a_n
-        ws[18][0, 0] = x[2]  # the predictor's last q̈
+        ws.a[0] = unit[3]  # a_n
+        ws.hist[0, 0] = x[2]  # the predictor's last q̈
         state = np.zeros(ga.STATE_SIZE, dtype=np.int64)
         state[rt.S_STARTED] = 1
         state[rt.S_NHIST] = 1
@@ -116,7 +116,7 @@ def amplification_matrix(rho_inf, h_omega):
         outs = np.zeros(1), np.zeros((1, 3)), np.zeros((1, 2))
         assert _osc_step(p, ctrl, ws, h_omega, x, state, *outs) == 0
         G[:3, j] = x
-        G[3, j] = ws[19][0]
+        G[3, j] = ws.a[0]
     scale = np.diag([1.0, h_omega, h_omega**2, h_omega**2])
     return scale @ G @ np.linalg.inv(scale)
 
@@ -192,7 +192,7 @@ def test_alpha_m_zero_alpha_f_minus_alpha_is_hht(pendulum, alpha):
     scale = np.maximum(1.0, np.abs(r[:, same]))
     assert (np.abs(g[:, same] - r[:, same]) / scale).max() < 1e-12
     # HHT's q̈ is generalized-α's a (at the last step)
-    assert g_ws[19] == pytest.approx(r[-1, 2 * n : 3 * n], rel=1e-12, abs=1e-12)
+    assert g_ws.a == pytest.approx(r[-1, 2 * n : 3 * n], rel=1e-12, abs=1e-12)
     # and generalized-α's q̈ is the acceleration itself: it differs from a for α ≠ 0
     if alpha != 0.0:
         assert np.abs(g[-1, 2 * n : 3 * n] - r[-1, 2 * n : 3 * n]).max() > 1e-6

@@ -134,8 +134,8 @@ def amplification_matrix(alpha, h_omega):
         x = np.zeros(3)
         x[j] = 1.0
         ws = rt.workspace(1, 0)
-        ws[13][0] = p[0] * x[0]  # (Φ_qᵀλ − Q)_n
-        ws[18][0, 0] = x[2]  # the predictor's last q̈
+        ws.r_prev[0] = p[0] * x[0]  # (Φ_qᵀλ − Q)_n
+        ws.hist[0, 0] = x[2]  # the predictor's last q̈
         state = np.zeros(rt.STATE_SIZE, dtype=np.int64)
         state[rt.S_STARTED] = 1
         state[rt.S_NHIST] = 1

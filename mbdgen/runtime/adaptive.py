@@ -101,20 +101,16 @@ import numpy as np
 from numba import njit
 
 from mbdgen.methods import adams_moulton_gammas
+from mbdgen.runtime import stepsize
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
+from mbdgen.runtime.stepsize import h_floor, wrms
 
 #: Highest order k supported: AB 5 predictor, AM 6 corrector (as in Haug's tables).
 KMAX = 5
 
-#: The step-size controller aims the next step's error estimate at this fraction of
-#: the tolerance (DE aims at 1/2; see :func:`step_ratio`).
-TARGET = 0.1
-#: h grows only when it may grow by this factor; it then grows by the possible factor
-#: over GROW_BIAS, at most 2.
-GROW_MIN = 1.25
-GROW_BIAS = 1.2
-_EPS = 2.220446049250313e-16
-_TINY = 2.2250738585072014e-308
+#: The controller's numbers: target, growth band and clamps
+#: (:data:`mbdgen.runtime.stepsize.VABM`; :func:`step_ratio` explains TARGET).
+TARGET = stepsize.VABM.target
 
 # ``fstate``: float64 state and settings.
 F_T = 0  # t_n: time of the accepted state x
@@ -240,21 +236,6 @@ def counters(istate: np.ndarray) -> dict[str, int]:
         "highest_order": int(istate[I_KUSED]),
         "order": int(istate[I_K]),
     }
-
-
-@njit(cache=True)
-def _h_floor(h_min, t):
-    """Smallest step: the user's, 16 ulp of t, or the smallest normal number."""
-    return max(h_min, 16.0 * _EPS * abs(t), _TINY)
-
-
-@njit(cache=True)
-def _wrms(v, scale):
-    acc = 0.0
-    for i in range(v.shape[0]):
-        r = v[i] / scale[i]
-        acc += r * r
-    return math.sqrt(acc / v.shape[0])
 
 
 @njit(cache=True)
@@ -399,11 +380,12 @@ def step_ratio(est, order):
     """h_next / h after an accepted step whose error estimate (in units of the
     tolerance) is ``est`` ∝ h^(order+1), with r = (TARGET / est)^(1/(order+1)).
 
-    Keep h while TARGET/GROW_MIN^(order+1) < est ≤ TARGET: change the step only "if
+    The shared controller with DE's numbers (:data:`mbdgen.runtime.stepsize.VABM`):
+    keep h while TARGET/1.25^(order+1) < est ≤ TARGET — change the step only "if
     significant gains are possible" (Haug 1989 §7.4.4), which also keeps the steps
-    equal for stretches, where the order-raising test is reliable.  Grow by
-    min(2, r/GROW_BIAS) when r ≥ GROW_MIN; shrink by r clamped to [0.5, 0.9] (DE's
-    clamp) when est > TARGET.
+    equal for stretches, where the order-raising test is reliable; grow by
+    min(2, r/1.2) when r ≥ 1.25; shrink by r clamped to [0.5, 0.9] (DE's clamp) when
+    est > TARGET.
 
     Why TARGET = 0.1: the estimate is that of the order k corrector while the result
     is the order k + 1 corrector's, whose error per step is about C h times the
@@ -413,14 +395,7 @@ def step_ratio(est, order):
     about 60 tolerances with TARGET = 0.1 (measured 59) and 300 with DE's 1/2
     (measured 290), for the same work per digit gained.
     """
-    if est <= 0.0:
-        return 2.0
-    r = (TARGET / est) ** (1.0 / (order + 1))
-    if r >= GROW_MIN:
-        return min(2.0, r / GROW_BIAS)
-    if r >= 1.0:
-        return 1.0
-    return max(0.5, min(0.9, r))
+    return stepsize.ratio(est, 1.0 / (order + 1), stepsize.VABM)
 
 
 @njit(cache=True)
@@ -509,7 +484,7 @@ def _accept(x, h, t_new, k, knew, ek, ekm1, phi, coef, work, istate, fstate):
 
     h_next = 2.0 * h if ramp else h * step_ratio(erk, kn)
     h_next = min(h_next, fstate[F_HMAX])
-    fstate[F_H] = max(h_next, _h_floor(fstate[F_HMIN], t_new))
+    fstate[F_H] = max(h_next, h_floor(fstate[F_HMIN], t_new))
 
 
 @njit(cache=True)
@@ -517,8 +492,8 @@ def _first_step(x, f0, tol, scale):
     """h₀ = 0.01 ‖x₀‖/‖f₀‖ (Hairer, Nørsett & Wanner §II.4), error weights in scale."""
     for i in range(x.shape[0]):
         scale[i] = tol[1, i] + tol[0, i] * abs(x[i])
-    d0 = _wrms(x, scale)
-    d1 = _wrms(f0, scale)
+    d0 = wrms(x, scale)
+    d1 = wrms(f0, scale)
     if d0 < 1e-5 or d1 < 1e-5:
         return 1e-6, d1
     return 0.01 * d0 / d1, d1
@@ -527,7 +502,7 @@ def _first_step(x, f0, tol, scale):
 @njit(cache=True)
 def _start(h, t, fstate, istate):
     """First step h (within the limits), order 1, start-up ramp on."""
-    fstate[F_H] = max(min(h, fstate[F_HMAX]), _h_floor(fstate[F_HMIN], t))
+    fstate[F_H] = max(min(h, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
     istate[I_K] = 1
     istate[I_RAMP] = 1 if istate[I_KMAX] > 1 else 0
     istate[I_NCONST] = 0
@@ -636,7 +611,7 @@ def vabm_chunk(
                 if attempts >= max_steps:
                     return OK
                 h = fstate[F_H]
-                if h < _h_floor(fstate[F_HMIN], t):
+                if h < h_floor(fstate[F_HMIN], t):
                     return NONFINITE if istate[I_NONFINITE] else STEP_SIZE_COLLAPSE
                 attempts += 1
                 k = istate[I_K]

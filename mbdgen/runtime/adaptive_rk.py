@@ -9,8 +9,9 @@ estimates the local error of the fourth-order one,
 (a weighted RMS norm, as :mod:`mbdgen.runtime.adaptive`).  The step is accepted when
 err ≤ 1 and the fifth-order solution is kept (local extrapolation, as Dormand and
 Prince advise, Hairer, Nørsett & Wanner, *Solving ODEs I*, §II.4), so the error per
-step is well below the tolerance.  The next step is h · min(4, max(0.2, 0.9 err^{−1/5}));
-a rejected step is retried with the same factor (at most 0.2), a NaN with 0.25.
+step is well below the tolerance.  The next step is h · min(4, max(0.2, 0.9 err^{−1/5}))
+(:data:`mbdgen.runtime.stepsize.RKF45`, the shared controller); a rejected step is
+retried with the same factor (at most 0.9), a NaN with 0.25.
 
 **Dense output.**  Outputs at the requested times come from the cubic Hermite
 interpolant through (x_n, f_n) and (x_{n+1}, f_{n+1}) of the last accepted step, not
@@ -60,10 +61,10 @@ from mbdgen.runtime.adaptive import (
     R_XE,
     R_XPREV,
     _first_step,
-    _h_floor,
     _write_output,
 )
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
+from mbdgen.runtime.stepsize import RKF45, h_floor, ratio, retry_ratio
 
 _A, _B5, _C = rk_arrays("rkf45")
 #: Weights of the error estimate x⁵ − x⁴ (fifth- minus fourth-order solution).
@@ -77,14 +78,6 @@ _PH_NEXT = 1  # nothing pending: write an output or begin an attempt
 _PH_STAGE = 2  # a stage 1 … 5 of the current attempt
 _PH_ACCEPT = 3  # f at the fifth-order solution: accept, and the next step's k1
 _PH_OUTPUT = 4  # f and aux at an output point
-
-
-@njit(cache=True)
-def _factor(err):
-    """Step-size factor for the error estimate ``err`` (tolerance 1)."""
-    if err <= 0.0:
-        return 4.0
-    return min(4.0, max(0.2, 0.9 * err**-_EXPONENT))
 
 
 @njit(cache=True)
@@ -169,7 +162,7 @@ def rkf45_chunk(
                 if attempts >= max_steps:
                     return OK
                 h = fstate[F_H]
-                if h < _h_floor(fstate[F_HMIN], t):
+                if h < h_floor(fstate[F_HMIN], t):
                     return NONFINITE if istate[I_NONFINITE] else STEP_SIZE_COLLAPSE
                 attempts += 1
                 stage = 1
@@ -215,7 +208,8 @@ def rkf45_chunk(
                     istate[I_NREJECT] += 1
                     istate[I_NFAIL] += 1
                     istate[I_NONFINITE] = 0 if (finite and math.isfinite(err)) else 1
-                    fstate[F_H] = h * (0.25 if istate[I_NONFINITE] else min(0.9, _factor(err)))
+                    cut = 0.25 if istate[I_NONFINITE] else retry_ratio(err, _EXPONENT, RKF45)
+                    fstate[F_H] = h * cut
                     phase = _PH_NEXT
         elif phase == _PH_ACCEPT:
             finite = True
@@ -230,10 +224,10 @@ def rkf45_chunk(
                     phi[0, i] = fe[i]
                 fstate[F_TPREV] = t
                 fstate[F_T] = t + h
-                grow = _factor(fstate[F_ERR])
+                grow = ratio(fstate[F_ERR], _EXPONENT, RKF45)
                 if istate[I_NFAIL] > 0:
                     grow = min(grow, 1.0)  # no growth right after a rejection
-                fstate[F_H] = max(min(h * grow, fstate[F_HMAX]), _h_floor(fstate[F_HMIN], t))
+                fstate[F_H] = max(min(h * grow, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
                 istate[I_NSTEP] += 1
                 istate[I_NFAIL] = 0
                 istate[I_KUSED] = 5
@@ -258,7 +252,7 @@ def rkf45_chunk(
             h0 = fstate[F_HFIRST]
             if h0 <= 0.0:
                 h0, _ = _first_step(x, fe, tol, scale)
-            fstate[F_H] = max(min(h0, fstate[F_HMAX]), _h_floor(fstate[F_HMIN], t))
+            fstate[F_H] = max(min(h0, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
             istate[I_STARTED] = 1
             istate[I_NFAIL] = 0
             phase = _PH_NEXT

@@ -1,4 +1,4 @@
-"""Generalized-α for the index-3 DAE of multibody dynamics, fixed step (Chung & Hulbert
+"""Generalized-α for the index-3 DAE of multibody dynamics (Chung & Hulbert
 1993; Arnold & Brüls 2007 for constrained mechanical systems).
 
 The equations of motion and the position constraints hold at t_{n+1}
@@ -34,8 +34,9 @@ generated blocks (DESIGN rule 2),
 iteration matrix (§2) for the unknowns (q̈, λ) instead of (q, λ), rows scaled so
 that it is symmetric for symmetric M̂.
 
-Not yet here (as for HHT): error estimate and step-size control, user differential
-states, the perturbed starting value of a_0 that Arnold & Brüls discuss.
+Error control is HHT's (:mod:`mbdgen.runtime.hht`) with generalized-α's local error
+constant (:func:`control`).  Not yet here: user differential states, the perturbed
+starting value of a_0 that Arnold & Brüls discuss.
 """
 
 from __future__ import annotations
@@ -72,10 +73,18 @@ def control(
     degree: int = 2,
     full_newton: bool = False,
     rate_slow: float = 0.05,
+    **step: float,
 ) -> np.ndarray:
     """The ``ctrl`` vector of :func:`genalpha_chunk`: α_m, α_f, β, γ from ρ∞, or from
-    ``alpha_m`` and ``alpha_f`` given directly (``rho_inf`` None), and the Newton options
-    of :func:`mbdgen.runtime.hht.control`."""
+    ``alpha_m`` and ``alpha_f`` given directly (``rho_inf`` None), and the Newton and
+    error-control options of :func:`mbdgen.runtime.hht.control` (``step``).
+
+    The local error constant (:data:`mbdgen.runtime.hht.C_ERRCOEF`) is generalized-α's,
+    derived as Negrut et al. 2007 derive Eq. 25 for HHT: a_n = q̈(t_n + Δh) + O(h²)
+    with Δ = α_m − α_f (Arnold & Brüls 2007, §3), so the Newmark update of q is
+    q(t_{n+1}) + h³ q⃛ (β + Δ/2 − 1/6) + O(h⁴) and, with x = q̈_{n+1} − q̈_n ≈ h q⃛,
+    δ ≈ (β + (α_m − α_f)/2 − 1/6) h² x (1/12 at ρ∞ = 1, the trapezoidal rule's, as
+    HHT's at α = 0)."""
     if rho_inf is not None:
         alpha_m, alpha_f, beta, gamma = coefficients(rho_inf)
     else:
@@ -84,10 +93,11 @@ def control(
         beta, gamma = newmark_coefficients(alpha_m, alpha_f)
     ctrl = hht.control(
         0.0, tol, max_iterations, degree=degree, full_newton=full_newton,
-        rate_slow=rate_slow, beta=beta, gamma=gamma,
+        rate_slow=rate_slow, beta=beta, gamma=gamma, **step,
     )  # fmt: skip
     ctrl[hht.C_ALPHA_M] = alpha_m
     ctrl[hht.C_ALPHA_F] = alpha_f
+    ctrl[hht.C_ERRCOEF] = beta + 0.5 * (alpha_m - alpha_f) - 1.0 / 6.0
     return ctrl
 
 

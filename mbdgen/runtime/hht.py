@@ -1,4 +1,4 @@
-"""HHT-α for the index-3 DAE of multibody dynamics, fixed step (Negrut et al. 2007).
+"""HHT-α for the index-3 DAE of multibody dynamics (Negrut et al. 2007).
 
 The equations of motion and the position constraints
 
@@ -42,51 +42,99 @@ Prediction (§3.5): q̈_{n+1}, λ_{n+1} extrapolated by the polynomial of degree
 Newton divided-difference form reduces to binomial weights, degree 0 is
 q̈_{n+1} = q̈_n, λ_{n+1} = λ_n.
 
+**Error control** (``ctrl[C_ADAPTIVE]``; Negrut et al. 2007, §3).  With
+x = q̈_{n+1} − q̈_n the local error of q is δ ≈ C h² x, C = β − 1/(6(1 + α)) (Eq. 25;
+generalized-α's constant in :func:`mbdgen.runtime.genalpha.control`); its composite
+e = ‖δ/w‖_rms with weights w_i = max(atol, rtol Y_i), Y_i = max_j |q_i,j| over the
+accepted steps (Eq. 34: rtol = atol = ε are the paper's ε max(1, Y_i)).  A converged
+step is accepted if e ≤ 1 (Eqs. 35b, 47c); the next step, or the retry of a rejected
+one, is h (0.9 e^{−1/3}) (Eqs. 37b, 47d: Θ_q = e²) through the shared controller
+(:data:`mbdgen.runtime.stepsize.INDEX3`: within [0.2, 2], kept while the gain is
+below 20 %, so that the factorized matrix is kept, and not grown right after a
+failure).  The corrector stops (Eq. 45, from the second iteration on) when
+ξ/(1 − ξ) ‖Δq̈/w‖_rms ≤ c/(|C| h²), c = ``ctrl[C_STOP]`` = 0.001, and λ's
+correction meets ``ctrl[C_TOL]`` as at a fixed step (the paper's test has no λ
+term).  A step whose Newton iteration fails after the restart is rejected and h
+cut by 4 (§3); below h_min the run ends with ``NEWTON_FAILED`` (or
+``STEP_SIZE_COLLAPSE`` after error-test failures, ``NONFINITE`` after a NaN).  The
+iteration matrix is kept while h stays within ``H_CHANGE`` of the h it was built for.
+No step passes the end time; outputs at the requested times come from
+:func:`interpolate` over the step that contains them, and Φ, Φ̇ there are evaluated
+at the interpolated state.
+
+The differential states X of Eqs. 8-9 are not yet here.
+
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
 the scalars passed to :func:`residual` and :func:`iteration_matrix`.
-
-Not yet here: the error estimate and step-size control (Eqs. 25, 34-39), the corrector
-stopping criterion tied to the error tolerance (Eq. 45), user differential states.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from mbdgen.runtime import stepsize
 from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored
-from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK
+from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, STEP_SIZE_COLLAPSE
+from mbdgen.runtime.stepsize import h_floor
 
 # Layout of the float ``ctrl`` vector.
 C_ALPHA = 0  # HHT α ∈ [−1/3, 0]
 C_BETA = 1  # Newmark β
 C_GAMMA = 2  # Newmark γ
-C_TOL = 3  # Newton tolerance (relative, see the module docstring)
+C_TOL = 3  # Newton tolerance of λ (and of q̈ at a fixed step), relative
 C_MAXIT = 4  # Newton iterations allowed per step
 C_RATE_SLOW = 5  # ξ above this re-evaluates an old iteration matrix
 C_FULL_NEWTON = 6  # 1: re-evaluate the iteration matrix at every iterate
 C_DEGREE = 7  # degree of the predictor polynomial (0-3)
 C_ALPHA_M = 8  # generalized-α's α_m (0 for HHT; :mod:`mbdgen.runtime.genalpha`)
 C_ALPHA_F = 9  # generalized-α's α_f (0 for HHT)
-CTRL_SIZE = 10
+C_ADAPTIVE = 10  # 1: error control and dense output (Eqs. 25, 34-39, 45)
+C_RTOL = 11  # ε of Eq. 34 relative to Y_i = max_j |q_i,j| ...
+C_ATOL = 12  # ... and its floor: weights max(atol, rtol Y_i)
+C_ERRCOEF = 13  # C of the local error δ = C h² x (Eq. 25: β − 1/(6(1 + α)))
+C_STOP = 14  # c of the corrector stopping criterion (Eq. 45; 0.001)
+C_ATTEMPTS = 15  # step attempts per call with error control
+CTRL_SIZE = 16
 
 # Layout of the int64 ``state`` array shared between chunks.
-S_STEP = 0  # steps taken since t0
+S_STEP = 0  # steps accepted since t0
 S_ROW = 1  # next output row
 S_STARTED = 2  # 1 once q̈_0, λ_0 are known
 S_NEWTON = 3  # Newton iterations (linear solves)
 S_JAC = 4  # iteration-matrix evaluations
 S_FACT = 5  # LU factorizations
-S_JAC_VALID = 6  # 1: ``A``, ``piv`` hold the factorized iteration matrix for this h
+S_JAC_VALID = 6  # 1: ``A``, ``piv`` hold the factorized iteration matrix
 S_NHIST = 7  # valid rows in the prediction history
 S_HEAD = 8  # history row of the last accepted step
 S_MAX_ITERS = 9  # most Newton iterations any step took
 S_RESTARTS = 10  # steps restarted from the predictor with a fresh matrix
 S_NEVAL = 11  # evaluations of the ``dynamics`` kernel
-STATE_SIZE = 12
+S_REJECTS = 12  # steps rejected by the error test (Eqs. 35b, 47c)
+S_CUTS = 13  # steps whose Newton iteration failed, retried with h/4
+S_LASTFAIL = 14  # why the last attempt failed: a ``_FAIL_*`` code (0: it did not)
+STATE_SIZE = 15
+
+_FAIL_ERROR = 1  # the error test
+_FAIL_NEWTON = 2  # Newton's iteration did not converge
+_FAIL_NONFINITE = 3  # a NaN or inf in the iterate
+#: Status of a run whose step fell below h_min, by the reason of the last failure.
+_FAILURES = np.array([STEP_SIZE_COLLAPSE, STEP_SIZE_COLLAPSE, NEWTON_FAILED, NONFINITE])
+
+# Layout of the float ``fstate`` array of the workspace (error control).
+F_T = 0  # t_n of the last accepted step
+F_TPREV = 1  # t_{n−1}: start of the last accepted step (dense output)
+F_H = 2  # step size of the next attempt
+F_HMIN = 3  # smallest step allowed by the user (the guard also uses 16 ulp of t)
+F_HMAX = 4  # largest step allowed
+F_HJAC = 5  # step size of the factorized iteration matrix
+F_ERR = 6  # composite error e/ε of the last attempt (Eq. 34; > 1: rejected)
+F_TEND = 7  # end of the integration: no step goes past it
+F_SIZE = 8
 
 #: Round-off floor of the Newton corrections, in units of eps max(1, ‖q‖∞)/(βh²).
 _NOISE = 10.0 * np.finfo(np.float64).eps
@@ -95,10 +143,15 @@ _NOISE = 10.0 * np.finfo(np.float64).eps
 HISTORY = 4
 MAX_DEGREE = HISTORY - 1
 
+#: An iteration matrix is kept while the step differs from the one it was evaluated
+#: for by at most this fraction ("while h barely changes", Negrut et al. 2007, §3).
+H_CHANGE = 0.2
+
 # Phases of the loop.
 _PH_START = 0  # q̈_0, λ_0 from the index-1 equations
-_PH_NEXT = 1  # a new step begins
+_PH_NEXT = 1  # a new step begins (or, with error control, an output is due)
 _PH_ITER = 2  # Newton iterations of a step
+_PH_OUTPUT = 3  # evaluate the constraints at an interpolated output point
 
 
 def coefficients(alpha: float) -> tuple[float, float]:
@@ -117,8 +170,15 @@ def control(
     rate_slow: float = 0.05,
     beta: float | None = None,
     gamma: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    stop: float = 1e-3,
+    attempts: int = 4096,
 ) -> np.ndarray:
-    """The ``ctrl`` vector; β, γ default to :func:`coefficients` of α."""
+    """The ``ctrl`` vector; β, γ default to :func:`coefficients` of α.  With ``rtol``
+    (and ``atol``, default ``rtol``) the step size is error-controlled: Negrut et al.
+    2007's ε with the weights max(atol, rtol Y_i) — ``rtol = atol = ε`` are the paper's
+    ε Y_i, Y_i = max(1, max_j |q_i,j|) (Eq. 34); ``stop`` is c of Eq. 45."""
     b, g = coefficients(alpha)
     ctrl = np.zeros(CTRL_SIZE)
     ctrl[C_ALPHA] = alpha
@@ -129,6 +189,13 @@ def control(
     ctrl[C_RATE_SLOW] = rate_slow
     ctrl[C_FULL_NEWTON] = 1.0 if full_newton else 0.0
     ctrl[C_DEGREE] = degree
+    ctrl[C_ERRCOEF] = ctrl[C_BETA] - 1.0 / (6.0 * (1.0 + alpha))  # Eq. 25
+    if rtol is not None:
+        ctrl[C_ADAPTIVE] = 1.0
+        ctrl[C_RTOL] = rtol
+        ctrl[C_ATOL] = rtol if atol is None else atol
+        ctrl[C_STOP] = stop
+        ctrl[C_ATTEMPTS] = attempts
     return ctrl
 
 
@@ -137,35 +204,77 @@ def state_width(n: int, m: int) -> int:
     return 3 * n + m
 
 
-def workspace(n: int, m: int) -> tuple[np.ndarray, ...]:
-    """Preallocated arrays for :func:`hht_chunk` (the ``ws`` tuple).
+class Workspace(NamedTuple):
+    """Preallocated arrays of :func:`index3_chunk`.
 
-    Q is at index 1 and Φ at 2, as in every workspace (sizes of large models are read
-    from them, :data:`mbdgen.codegen.abi.RUNTIME_SIZES`).
+    M, Q, Φ, Φ_q, Φ_t, γ of the latest evaluation come first, as in every workspace
+    (:mod:`mbdgen.diagnose` reads them; sizes of large models are read from Q and Φ,
+    :data:`mbdgen.codegen.abi.RUNTIME_SIZES`).
     """
+
+    mass: np.ndarray  # M
+    force: np.ndarray  # Q
+    phi: np.ndarray  # Φ
+    phi_q: np.ndarray  # Φ_q
+    phi_t: np.ndarray  # Φ_t
+    gam: np.ndarray  # γ (acceleration right side, used at the start)
+    A: np.ndarray  # iteration matrix, then its LU factors
+    piv: np.ndarray  # pivots
+    b: np.ndarray  # right side, then the Newton correction
+    maq: np.ndarray  # (M q̈)_q
+    plq: np.ndarray  # (Φ_qᵀλ)_q
+    fq: np.ndarray  # Q_q
+    fqd: np.ndarray  # Q_q̇
+    r_prev: np.ndarray  # (Φ_qᵀλ − Q)_n of the last accepted step
+    q1: np.ndarray  # q_{n+1} (or an output point's q)
+    qd1: np.ndarray  # q̇_{n+1} (or an output point's q̇)
+    qdd1: np.ndarray  # q̈_{n+1} (Newton iterate)
+    lam1: np.ndarray  # λ_{n+1} (Newton iterate)
+    hist: np.ndarray  # accepted [q̈; λ] for the predictor, HISTORY rows
+    hist_t: np.ndarray  # their times
+    a: np.ndarray  # generalized-α: a_n of the last accepted step (HHT: unused)
+    a1: np.ndarray  # generalized-α: a_{n+1} of the iterate (HHT: unused)
+    x_prev: np.ndarray  # [q; q̇; q̈; λ] at the start of the last accepted step
+    y_max: np.ndarray  # max |q_i| over the accepted steps (Eq. 34's Y_i)
+    weight: np.ndarray  # error weights of the current attempt
+    pw: np.ndarray  # the predictor's Lagrange weights
+    fstate: np.ndarray  # (F_SIZE,) times and step sizes, see the ``F_*`` constants
+    t_out: np.ndarray  # output times (error control); unused at a fixed step
+
+
+def workspace(n: int, m: int, t_out: np.ndarray | None = None) -> Workspace:
+    """Preallocated arrays for :func:`index3_chunk`; ``t_out`` the output times of an
+    error-controlled run."""
     N = n + m
-    return (
-        np.zeros((n, n)),  # 0 M
-        np.zeros(n),  # 1 Q
-        np.zeros(m),  # 2 Φ
-        np.zeros((m, n)),  # 3 Φ_q
-        np.zeros(m),  # 4 Φ_t
-        np.zeros(m),  # 5 γ (acceleration right side, used at the start)
-        np.zeros((N, N)),  # 6 iteration matrix, then its LU factors
-        np.zeros(N, dtype=np.int64),  # 7 pivots
-        np.zeros(N),  # 8 right side, then the Newton correction
-        np.zeros((n, n)),  # 9 (M q̈)_q
-        np.zeros((n, n)),  # 10 (Φ_qᵀλ)_q
-        np.zeros((n, n)),  # 11 Q_q
-        np.zeros((n, n)),  # 12 Q_q̇
-        np.zeros(n),  # 13 (Φ_qᵀλ − Q)_n of the last accepted step
-        np.zeros(n),  # 14 q_{n+1}
-        np.zeros(n),  # 15 q̇_{n+1}
-        np.zeros(n),  # 16 q̈_{n+1} (Newton iterate)
-        np.zeros(m),  # 17 λ_{n+1} (Newton iterate)
-        np.zeros((HISTORY, N)),  # 18 accepted [q̈; λ] for the predictor
-        np.zeros(n),  # 19 generalized-α: a_n of the last accepted step (HHT: unused)
-        np.zeros(n),  # 20 generalized-α: a_{n+1} of the iterate (HHT: unused)
+    return Workspace(
+        mass=np.zeros((n, n)),
+        force=np.zeros(n),
+        phi=np.zeros(m),
+        phi_q=np.zeros((m, n)),
+        phi_t=np.zeros(m),
+        gam=np.zeros(m),
+        A=np.zeros((N, N)),
+        piv=np.zeros(N, dtype=np.int64),
+        b=np.zeros(N),
+        maq=np.zeros((n, n)),
+        plq=np.zeros((n, n)),
+        fq=np.zeros((n, n)),
+        fqd=np.zeros((n, n)),
+        r_prev=np.zeros(n),
+        q1=np.zeros(n),
+        qd1=np.zeros(n),
+        qdd1=np.zeros(n),
+        lam1=np.zeros(m),
+        hist=np.zeros((HISTORY, N)),
+        hist_t=np.zeros(HISTORY),
+        a=np.zeros(n),
+        a1=np.zeros(n),
+        x_prev=np.zeros(state_width(n, m)),
+        y_max=np.zeros(n),
+        weight=np.ones(n),
+        pw=np.zeros(HISTORY),
+        fstate=np.zeros(F_SIZE),
+        t_out=np.zeros(0) if t_out is None else np.asarray(t_out, dtype=np.float64),
     )
 
 
@@ -263,25 +372,30 @@ def iteration_matrix(
 
 
 @njit(cache=True, inline="always")
-def _predict(n, m, degree, hist, head, count, qdd1, lam1):
-    """q̈_{n+1}, λ_{n+1} extrapolated through the last ``degree`` + 1 accepted values.
-
-    Equally spaced points: the weights are (−1)^j C(d + 1, j + 1), j = 0..d.
-    """
+def _predict(n, m, degree, hist, hist_t, head, count, t1, w, qdd1, lam1):
+    """q̈_{n+1}, λ_{n+1} extrapolated to ``t1`` by the polynomial through the last
+    ``degree`` + 1 accepted values (§3.5), at their own times: Newton's
+    divided-difference interpolant, evaluated through its Lagrange weights ``w``,
+    computed once for all components (equal steps: the binomial weights
+    (−1)^j C(d + 1, j + 1))."""
     K = hist.shape[0]
     d = min(degree, count - 1)
+    for j in range(d + 1):
+        rj = (head - j) % K
+        v = 1.0
+        for k in range(d + 1):
+            if k != j:
+                rk = (head - k) % K
+                v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
+        w[j] = v
     for i in range(n + m):
-        s = 0.0
-        row = head
-        w = float(d + 1)  # C(d + 1, 1)
+        v = 0.0
         for j in range(d + 1):
-            s += w * hist[row, i]
-            w = -w * (d - j) / (j + 2)  # C(d + 1, j + 2) from C(d + 1, j + 1), sign flipped
-            row = row - 1 if row > 0 else K - 1
+            v += w[j] * hist[(head - j) % K, i]
         if i < n:
-            qdd1[i] = s
+            qdd1[i] = v
         else:
-            lam1[i - n] = s
+            lam1[i - n] = v
 
 
 @njit(cache=True, inline="always")
@@ -299,6 +413,36 @@ def _record(row, t, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux):
         phid2 += v * v
     out_aux[row, 0] = math.sqrt(phi2)
     out_aux[row, 1] = math.sqrt(phid2)
+
+
+@njit(cache=True, inline="always")
+def interpolate(n, t, ta, tb, xa, xb, out):
+    """Dense output over the last step [ta, tb]: the cubic Hermite interpolants of q
+    (through q, q̇ at both ends) and of q̇ (through q̇, q̈), linear in q̈ and λ.  Their
+    local errors, O(h⁴) and O(h³) (q̈ of HHT is first order when α ≠ 0), are below
+    the step's own; the end points are reproduced exactly."""
+    h = tb - ta
+    s = (t - ta) / h if h > 0.0 else 1.0
+    h00 = (1.0 + 2.0 * s) * (1.0 - s) ** 2
+    h10 = s * (1.0 - s) ** 2
+    h01 = s * s * (3.0 - 2.0 * s)
+    h11 = s * s * (s - 1.0)
+    for i in range(n):
+        out[i] = h00 * xa[i] + h * h10 * xa[n + i] + h01 * xb[i] + h * h11 * xb[n + i]
+        j = n + i
+        out[j] = h00 * xa[j] + h * h10 * xa[n + j] + h01 * xb[j] + h * h11 * xb[n + j]
+    for i in range(2 * n, xa.shape[0]):
+        out[i] = (1.0 - s) * xa[i] + s * xb[i]
+
+
+@njit(cache=True, inline="always")
+def _cut(state, fstate, h, why):
+    """Reject a step whose Newton iteration failed and retry with h/4 (Negrut et al.
+    2007, §3), with an iteration matrix evaluated anew."""
+    state[S_CUTS] += 1
+    state[S_LASTFAIL] = why
+    state[S_JAC_VALID] = 0
+    fstate[F_H] = 0.25 * h
 
 
 @njit(cache=True, inline="always")
@@ -371,7 +515,8 @@ def index3_chunk(
     out_aux,
     generalized,
 ):
-    """The fixed-step index-3 Newton loop shared by HHT-α and generalized-α.
+    """The index-3 Newton loop shared by HHT-α and generalized-α, at a fixed step or
+    with error control.
 
     ``generalized`` False: HHT-α, as :func:`hht_chunk` documents.  True: generalized-α
     in Arnold & Brüls' form (:mod:`mbdgen.runtime.genalpha`): the unknowns q̈_{n+1},
@@ -380,14 +525,21 @@ def index3_chunk(
     ∂q_{n+1}/∂q̈_{n+1} = β′h², ∂q̇_{n+1}/∂q̈_{n+1} = γ′h with β′ = β c, γ′ = γ c,
     c = (1 − α_f)/(1 − α_m): the residual, the constraint scaling 1/(β′h²), the
     iteration matrix and the round-off floor take βh², γh → β′h², γ′h (Arnold &
-    Brüls 2007, §2, with the constraint rows scaled by 1/(β′h²)).  ``ws[19]`` keeps a_n.
-    Arguments and return value as :func:`hht_chunk`; ``ctrl`` also carries
-    ``C_ALPHA_M``, ``C_ALPHA_F``.
+    Brüls 2007, §2, with the constraint rows scaled by 1/(β′h²)).  ``ws.a`` keeps a_n.
+
+    Fixed step (``ctrl[C_ADAPTIVE]`` = 0): ``n_steps`` steps of size ``h`` from
+    t0 + ``state[S_STEP]`` h, every ``stride``-th recorded.  Error control
+    (``ctrl[C_ADAPTIVE]`` = 1, the module docstring): steps of size ``ws.fstate[F_H]``
+    from ``ws.fstate[F_T]``; ``n_steps`` more outputs at the times ``ws.t_out``, at
+    most ``ctrl[C_ATTEMPTS]`` attempts; ``t0``, ``h`` and ``stride`` are not used.
+    Arguments and return value otherwise as :func:`hht_chunk`; ``ctrl`` also
+    carries ``C_ALPHA_M``, ``C_ALPHA_F``.
     """
-    (
-        mass, force, phi, phi_q, phi_t, gam, A, piv, b, maq, plq, fq, fqd,
-        r_prev, q1, qd1, qdd1, lam1, hist, a, a1,
-    ) = ws  # fmt: skip
+    mass, force, phi, phi_q, phi_t, gam = ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam
+    A, piv, b, maq, plq, fq, fqd = ws.A, ws.piv, ws.b, ws.maq, ws.plq, ws.fq, ws.fqd
+    r_prev, q1, qd1, qdd1, lam1 = ws.r_prev, ws.q1, ws.qd1, ws.qdd1, ws.lam1
+    hist, hist_t, a, a1, pw = ws.hist, ws.hist_t, ws.a, ws.a1, ws.pw
+    fstate, t_out, weight, y_max, x_prev = ws.fstate, ws.t_out, ws.weight, ws.y_max, ws.x_prev
     N = n + m
     alpha = ctrl[C_ALPHA]
     beta = ctrl[C_BETA]
@@ -397,53 +549,103 @@ def index3_chunk(
     rate_slow = ctrl[C_RATE_SLOW]
     full_newton = ctrl[C_FULL_NEWTON] != 0.0
     degree = int(ctrl[C_DEGREE])
-    bh2 = beta * h * h
-    gh = gamma_nm * h
     alpha_m = ctrl[C_ALPHA_M]
     alpha_f = ctrl[C_ALPHA_F]
+    adaptive = ctrl[C_ADAPTIVE] != 0.0
+    rtol = ctrl[C_RTOL]
+    atol = ctrl[C_ATOL]
+    errcoef = max(abs(ctrl[C_ERRCOEF]), 1e-300)
+    stop = ctrl[C_STOP]
+    max_attempts = int(ctrl[C_ATTEMPTS])
+    scale = 1.0  # ∂a_{n+1}/∂q̈_{n+1}
     if generalized:
         alpha = 0.0  # the equations of motion hold at t_{n+1} (Arnold & Brüls)
-        c = (1.0 - alpha_f) / (1.0 - alpha_m)  # ∂a_{n+1}/∂q̈_{n+1}
-        bh2 = bh2 * c
-        gh = gh * c
+        scale = (1.0 - alpha_f) / (1.0 - alpha_m)
     K = hist.shape[0]
     q = x[:n]
     qd = x[n : 2 * n]
     qdd = x[2 * n : 3 * n]
     lam = x[3 * n :]
-    done = 0
+    n_total = t_out.shape[0]
+    done = 0  # steps (fixed step) or outputs (error control) of this call
+    attempts = 0
     k = 0  # Newton iterations of this step
     uses = 1 << 30  # solves with the current factorization (unknown: count it as old)
     restarted = False
     converged = False
     nrm_prev = 0.0
+    hs = h  # the step being attempted
+    bh2 = beta * hs * hs * scale
+    gh = gamma_nm * hs * scale
     t1 = t0
     phase = _PH_NEXT if state[S_STARTED] != 0 else _PH_START
     while True:
         if phase == _PH_NEXT:
-            if done == n_steps:
-                return OK
-            t1 = t0 + (state[S_STEP] + 1) * h
-            _predict(n, m, degree, hist, state[S_HEAD], state[S_NHIST], qdd1, lam1)
-            k = 0
-            nrm_prev = 0.0
-            converged = False
-            restarted = False
-            phase = _PH_ITER
+            if adaptive:
+                tn = fstate[F_T]
+                j = state[S_ROW]
+                if j < n_total and t_out[j] <= tn:
+                    if done == n_steps:
+                        return OK
+                    t1 = t_out[j]
+                    interpolate(n, t1, fstate[F_TPREV], tn, x_prev, x, out_x[j])
+                    for i in range(n):
+                        q1[i] = out_x[j, i]
+                        qd1[i] = out_x[j, n + i]
+                    phase = _PH_OUTPUT
+                else:
+                    if j >= n_total or done == n_steps or attempts == max_attempts:
+                        return OK
+                    hs = min(fstate[F_H], fstate[F_HMAX])
+                    if hs < h_floor(fstate[F_HMIN], tn):
+                        return _FAILURES[state[S_LASTFAIL]]
+                    t1 = tn + hs
+                    if t1 >= fstate[F_TEND]:  # land on the end
+                        t1 = fstate[F_TEND]
+                        hs = t1 - tn
+                    attempts += 1
+                    if state[S_JAC_VALID] != 0 and abs(hs / fstate[F_HJAC] - 1.0) > H_CHANGE:
+                        state[S_JAC_VALID] = 0
+                    bh2 = beta * hs * hs * scale
+                    gh = gamma_nm * hs * scale
+                    for i in range(n):
+                        weight[i] = max(atol, rtol * y_max[i])  # ε Y_i (Eq. 34)
+            else:
+                if done == n_steps:
+                    return OK
+                t1 = t0 + (state[S_STEP] + 1) * h
+            if phase == _PH_NEXT:
+                _predict(
+                    n, m, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw, qdd1,
+                    lam1,
+                )  # fmt: skip
+                k = 0
+                nrm_prev = 0.0
+                converged = False
+                restarted = False
+                phase = _PH_ITER
         if phase == _PH_START:
-            t1 = t0 + state[S_STEP] * h
+            t1 = fstate[F_T] if adaptive else t0 + state[S_STEP] * h
             for i in range(n):
                 q1[i] = q[i]
                 qd1[i] = qd[i]
-        elif generalized:
-            genalpha_update(
-                n, h, beta, gamma_nm, alpha_m, alpha_f, q, qd, qdd, a, qdd1, a1, q1, qd1
-            )  # fmt: skip
-        else:
-            newmark(n, h, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1)
+        elif phase == _PH_ITER:
+            if generalized:
+                genalpha_update(
+                    n, hs, beta, gamma_nm, alpha_m, alpha_f, q, qd, qdd, a, qdd1, a1, q1, qd1
+                )  # fmt: skip
+            else:
+                newmark(n, hs, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1)
         # the one evaluation site of the equations
         dynamics(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
         state[S_NEVAL] += 1
+        if phase == _PH_OUTPUT:
+            j = state[S_ROW]
+            _record(j, t1, out_x[j], phi, phi_q, phi_t, qd1, out_t, out_x, out_aux)
+            state[S_ROW] += 1
+            done += 1
+            phase = _PH_NEXT
+            continue
         factor = False
         if phase == _PH_START:
             # [[M, Φ_qᵀ], [Φ_q, 0]] [q̈_0; λ_0] = [Q; γ] (Haug 1989, Eq. 7.2.1)
@@ -461,8 +663,25 @@ def index3_chunk(
             state[S_JAC_VALID] = 0
             factor = True
         else:
+            if converged and adaptive:
+                # δ = C h² (q̈_{n+1} − q̈_n) (Eq. 25), composite error (Eq. 34)
+                acc = 0.0
+                for i in range(n):
+                    r = errcoef * hs * hs * (qdd1[i] - qdd[i]) / weight[i]
+                    acc += r * r
+                err = math.sqrt(acc / max(n, 1))
+                fstate[F_ERR] = err
+                if not err <= 1.0:  # Eqs. 35b, 47c
+                    state[S_REJECTS] += 1
+                    state[S_LASTFAIL] = _FAIL_ERROR
+                    fstate[F_H] = hs * stepsize.retry_ratio(err, 1.0 / 3.0, stepsize.INDEX3)
+                    phase = _PH_NEXT
+                    continue
             if converged:
                 # accept: x ← the new step; keep (Φ_qᵀλ − Q)_{n+1} for the next e1
+                if adaptive:
+                    for i in range(x.shape[0]):
+                        x_prev[i] = x[i]
                 for i in range(n):
                     s = -force[i]
                     for j in range(m):
@@ -484,28 +703,50 @@ def index3_chunk(
                     hist[head, i] = qdd1[i]
                 for i in range(m):
                     hist[head, n + i] = lam1[i]
+                hist_t[head] = t1
                 state[S_HEAD] = head
                 if state[S_NHIST] < K:
                     state[S_NHIST] += 1
                 if k > state[S_MAX_ITERS]:
                     state[S_MAX_ITERS] = k
                 state[S_STEP] += 1
-                done += 1
-                if state[S_STEP] % stride == 0:
-                    _record(state[S_ROW], t1, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux)
-                    state[S_ROW] += 1
+                if adaptive:
+                    # the next step (Eqs. 37b, 47d); no growth right after a failure
+                    grow = stepsize.ratio(fstate[F_ERR], 1.0 / 3.0, stepsize.INDEX3)
+                    if state[S_LASTFAIL] != 0:
+                        grow = min(grow, 1.0)
+                    state[S_LASTFAIL] = 0
+                    fstate[F_TPREV] = fstate[F_T]
+                    fstate[F_T] = t1
+                    fstate[F_H] = min(hs * grow, fstate[F_HMAX])
+                    for i in range(n):
+                        y_max[i] = max(y_max[i], abs(q[i]))
+                else:
+                    done += 1
+                    if state[S_STEP] % stride == 0:
+                        _record(
+                            state[S_ROW], t1, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux
+                        )  # fmt: skip
+                        state[S_ROW] += 1
                 phase = _PH_NEXT
                 continue
             if k >= max_iterations:
-                if restarted or full_newton:
+                if not (restarted or full_newton):
+                    # once more from the predictor, with a matrix evaluated there
+                    restarted = True
+                    state[S_RESTARTS] += 1
+                    state[S_JAC_VALID] = 0
+                    _predict(
+                        n, m, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw,
+                        qdd1, lam1,
+                    )  # fmt: skip
+                    k = 0
+                    nrm_prev = 0.0
+                    continue
+                if not adaptive:
                     return NEWTON_FAILED
-                # once more from the predictor, with a matrix evaluated there
-                restarted = True
-                state[S_RESTARTS] += 1
-                state[S_JAC_VALID] = 0
-                _predict(n, m, degree, hist, state[S_HEAD], state[S_NHIST], qdd1, lam1)
-                k = 0
-                nrm_prev = 0.0
+                _cut(state, fstate, hs, _FAIL_NEWTON)
+                phase = _PH_NEXT
                 continue
             residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, b)
             for i in range(N):
@@ -526,6 +767,7 @@ def index3_chunk(
             uses = 0
             if phase == _PH_ITER:
                 state[S_JAC_VALID] = 1
+                fstate[F_HJAC] = hs
         lu_solve_factored(A, piv, b, N)
         uses += 1
         if phase == _PH_START:
@@ -537,51 +779,70 @@ def index3_chunk(
                 r_prev[i] = s
                 hist[0, i] = b[i]
                 a[i] = b[i]  # a_0 = q̈_0 (Arnold & Brüls 2007, §2)
+                y_max[i] = abs(q[i])
             for i in range(m):
                 lam[i] = b[n + i]
                 hist[0, n + i] = b[n + i]
             for i in range(x.shape[0]):
                 if not math.isfinite(x[i]):
                     return NONFINITE
+                x_prev[i] = x[i]
+            hist_t[0] = t1
+            fstate[F_TPREV] = t1
             state[S_HEAD] = 0
             state[S_NHIST] = 1
             state[S_STARTED] = 1
-            if state[S_STEP] % stride == 0 and state[S_ROW] * stride == state[S_STEP]:
+            if not adaptive and state[S_ROW] * stride == state[S_STEP]:
                 _record(state[S_ROW], t1, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux)
                 state[S_ROW] += 1
             phase = _PH_NEXT
             continue
         # Newton update, weighted by the tolerance or the round-off floor: below
         # eps max(1, ‖q‖)/(βh²) a change of q̈ no longer changes q (Eq. 2a)
-        dq = 0.0
-        sq = 1.0
         sx = 1.0
         for i in range(n):
-            qdd1[i] += b[i]
-            dq = max(dq, abs(b[i]))
-            sq = max(sq, abs(qdd1[i]))
             sx = max(sx, abs(q1[i]))
+        floor = _NOISE * sx / bh2
+        dq = 0.0
+        sq = 1.0
+        for i in range(n):
+            qdd1[i] += b[i]
+            if adaptive:
+                # Eq. 45: ‖Δq̈‖_q/√p against c ε/(|C| h²) (weights ε Y_i)
+                r = b[i] / max(stop * weight[i] / (errcoef * hs * hs), floor)
+                dq += r * r
+            else:
+                dq = max(dq, abs(b[i]))
+                sq = max(sq, abs(qdd1[i]))
         dl = 0.0
         sl = 1.0
         for i in range(m):
             lam1[i] += b[n + i]
             dl = max(dl, abs(b[n + i]))
             sl = max(sl, abs(lam1[i]))
-        floor = _NOISE * sx / bh2
         sm = 0.0
         for i in range(n):
             sm = max(sm, abs(mass[i, i]))
-        nrm = max(dq / max(tol * sq, floor), dl / max(tol * sl, floor * sm))
+        nrm_l = dl / max(tol * sl, floor * sm)
+        if adaptive:
+            nrm = max(math.sqrt(dq / max(n, 1)), nrm_l)
+        else:
+            nrm = max(dq / max(tol * sq, floor), nrm_l)
         k += 1
         state[S_NEWTON] += 1
         if not math.isfinite(nrm):
-            return NONFINITE
+            if not adaptive:
+                return NONFINITE
+            _cut(state, fstate, hs, _FAIL_NONFINITE)
+            phase = _PH_NEXT
+            continue
         if nrm_prev == 0.0:
-            converged = nrm <= 1.0
+            # the first iteration: no rate yet; with error control Eq. 45 needs one
+            converged = nrm <= 1.0 and not adaptive
         else:
             xi = nrm / nrm_prev  # convergence rate (Eq. 43)
             if xi < 1.0:
-                converged = nrm * xi / (1.0 - xi) <= 1.0  # Eq. 42
+                converged = nrm * xi / (1.0 - xi) <= 1.0  # Eqs. 42, 45
             else:
                 converged = nrm <= 1.0  # stagnating below the tolerance: round-off
             # an old matrix is re-evaluated when the rate is slow, or too slow to meet

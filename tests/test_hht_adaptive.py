@@ -1,0 +1,166 @@
+"""Error-controlled HHT-α and generalized-α (Negrut et al. 2007, §3): local error
+estimate (Eq. 25), composite error (Eq. 34), step-size selection (Eqs. 37-38),
+corrector stopping (Eq. 45), rejections and h_min, dense output on the output grid."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from conftest import run_python
+
+import mbdgen
+from mbdgen.errors import MbdgenError, SimulationError
+from mbdgen.runtime import hht as rt
+from mbdgen.runtime import stepsize
+from mbdgen.simulation import ConstraintWarning
+
+METHODS = ("hht_adaptive", "genalpha_adaptive")
+TOLERANCES = (1e-4, 1e-5, 1e-6, 1e-7)
+
+
+def _run(module, method, tol, t_end=1.0, h=0.05, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstraintWarning)
+        return mbdgen.simulate(
+            module, method, None, h, t_end, rtol=tol, atol=tol, options=options or None
+        )
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_global_error_falls_with_the_tolerance(pendulum, pendulum_exact, method):
+    """Tolerance proportionality over three decades on the pendulum at t = 1 against
+    the DOP853 reference of conftest.  Control of the error per step (Eq. 35b: C h³
+    q⃛ ≈ ε) of a second-order method gives a global error ∝ h² ∝ ε^(2/3); the fitted
+    slope must lie in [0.55, 0.8] and every decade must gain (measured slopes 0.69
+    for HHT, 0.66 for generalized-α; errors 3.8e-3 … 3.7e-5 and 5.2e-3 … 5.3e-5).
+    Every run ends with a step
+    at t = 1 exactly, where Φ = 0 to round-off (index 3); between steps the outputs
+    are interpolated and Φ there is the interpolant's error (measured ≤ 3e-5)."""
+    errors = []
+    for tol in TOLERANCES:
+        result = _run(pendulum, method, tol)
+        assert result.t[-1] == 1.0
+        assert result.phi_norm[-1] < 1e-11
+        errors.append(np.abs(result.q[-1] - pendulum_exact["q"]).max())
+    assert all(b < a for a, b in zip(errors, errors[1:], strict=False)), errors
+    slope = np.polyfit(np.log(TOLERANCES), np.log(errors), 1)[0]
+    assert 0.55 <= slope <= 0.8, (slope, errors)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_outputs_land_on_the_requested_grid(pendulum, method):
+    """Outputs at t0 + k h (dense output inside the steps), whatever the steps: here
+    fewer steps than outputs.  The steps do not depend on the output grid: a coarser
+    grid takes the same steps and its rows equal the shared rows of the fine one to
+    round-off (bound 1e-12; measured 7e-16)."""
+    fine = _run(pendulum, method, 1e-5, h=0.005)
+    assert fine.t == pytest.approx(np.arange(201) * 0.005, abs=1e-15)
+    assert fine.counters["steps"] < len(fine)
+    coarse = _run(pendulum, method, 1e-5, h=0.1)
+    assert coarse.counters["steps"] == fine.counters["steps"]
+    assert np.abs(fine.q[::20] - coarse.q).max() < 1e-12
+
+
+def test_steps_are_rejected_and_counted(pendulum):
+    """A first step far too large is cut by the error test (Eq. 35b) until it passes;
+    h_max bounds every step (the count is at least the span over h_max)."""
+    result = _run(pendulum, "hht_adaptive", 1e-6, h=0.1, h_first=0.5, h_max=0.02)
+    counters = result.counters
+    assert counters["steps"] >= 50
+    result = _run(pendulum, "hht_adaptive", 1e-6, h=0.1, h_first=0.5)
+    assert result.counters["rejected_steps"] >= 1
+    assert result.info["h_first"] == 0.5 and result.info["rtol"] == 1e-6
+
+
+def test_newton_failure_at_h_min_is_reported_and_saves_the_partial_result(pendulum):
+    """One Newton iteration allowed cannot pass Eq. 45 (it needs a rate, so two): every
+    attempt fails, h is cut by 4 until below h_min; the message names Newton's
+    method, the result so far (the t0 row) comes with the error."""
+    with pytest.raises(SimulationError, match="Newton") as info:
+        _run(pendulum, "hht_adaptive", 1e-6, h_min=1e-4, max_iterations=1)
+    assert "\n" not in str(info.value)
+    assert len(info.value.result) >= 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rtol": 0.0}, "rtol must be"),
+        ({"atol": -1.0}, "atol must be"),
+        ({"options": {"h_min": 0.1, "h_max": 0.01}}, "h_min = 0.1 must be below"),
+        ({"options": {"h_max": 0.0}}, "h_max must be a number > 0"),
+        ({"hht_alpha": -0.5}, r"hht_alpha must be a number in \[-1/3, 0\]"),
+        ({"rho_inf": 1.5}, r"rho_inf must be a number in \[0, 1\]"),
+    ],
+)
+def test_bad_options_are_one_line_errors(pendulum, options, message):
+    method = "genalpha_adaptive" if "rho_inf" in options else "hht_adaptive"
+    kwargs = {"h": 0.01, "t_end": 0.1, **options}
+    with pytest.raises(MbdgenError, match=message) as info:
+        mbdgen.simulate(pendulum, method, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_step_options_belong_to_the_error_controlled_methods(pendulum):
+    with pytest.raises(MbdgenError, match="h_max") as info:
+        mbdgen.simulate(pendulum, "hht", h=0.01, t_end=0.1, options={"h_max": 0.1})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("err", "expected"),
+    [(1.0, 0.9), (0.9**3 / 8.0, 2.0), (0.9**3 / 1.1**3, 1.0), (8.0, 0.45), (1e6, 0.2)],
+)
+def test_controller_is_eq_37b_with_safety_0_9_within_its_band(err, expected):
+    """h_new/h = 0.9 Θ^(−1/6) = 0.9 (e/ε)^(−1/3) (Eqs. 37b, 47d), kept at 1 while it
+    would grow by less than 20 % (the iteration matrix is kept), at most 2, at least
+    0.2."""
+    assert stepsize.ratio(err, 1.0 / 3.0, stepsize.INDEX3) == pytest.approx(expected)
+
+
+def test_error_constants_are_eq_25_and_generalized_alphas():
+    """C = β − 1/(6(1 + α)) for HHT (Eq. 25): 1/12 at α = 0; generalized-α's
+    β + (α_m − α_f)/2 − 1/6 equals it at ρ∞ = 1 (both are the trapezoidal rule)."""
+    from mbdgen.runtime import genalpha
+
+    assert rt.control(0.0, 1e-10, 10)[rt.C_ERRCOEF] == pytest.approx(1.0 / 12.0)
+    beta = (1.3) ** 2 / 4.0
+    assert rt.control(-0.3, 1e-10, 10)[rt.C_ERRCOEF] == pytest.approx(beta - 1 / (6 * 0.7))
+    assert genalpha.control(1.0, 1e-10, 10)[rt.C_ERRCOEF] == pytest.approx(1.0 / 12.0)
+
+
+_RUN = """
+import json, warnings
+import mbdgen
+from mbdgen.compiler import import_generated
+warnings.simplefilter("ignore")
+m = import_generated("generated/pendulum.py")
+r = mbdgen.simulate(m, "hht_adaptive", None, 0.05, 0.3, rtol=1e-5, atol=1e-5)
+print(json.dumps({"q": r.q[-1].tolist(), "steps": r.counters["steps"]}))
+"""
+
+
+def test_runs_without_jit():
+    """NUMBA_DISABLE_JIT=1 takes the same steps and gives the jitted numbers (1e-12)."""
+    plain = json.loads(run_python(_RUN, env={"NUMBA_DISABLE_JIT": "1"}).splitlines()[-1])
+    jitted = json.loads(run_python(_RUN).splitlines()[-1])
+    assert plain["steps"] == jitted["steps"]
+    assert plain["q"] == pytest.approx(jitted["q"], rel=1e-12, abs=1e-14)
+
+
+def test_an_inconsistent_start_is_projected_first(slider_crank):
+    """The slider-crank's rounded q0 has ‖Φ‖∞ = 4.1e-5: Eq. 25 would count the first
+    step's correction of it as error of q at every h (measured: 1004 rejections, then
+    collapse), so the error-controlled methods start from the assembled state, as
+    MSC.ADAMS does before an HHT run; what was removed is in ``info``.  The fixed-step
+    method keeps the user's q0 (its first step absorbs the difference)."""
+    result = _run(slider_crank, "hht_adaptive", 1e-5, h=0.05)
+    assert result.info["projected_start"]["phi"] == pytest.approx(4.137e-5, rel=1e-3)
+    assert result.phi_norm[0] < 1e-10
+    assert result.counters["rejected_steps"] < 10
+    fixed = mbdgen.simulate(slider_crank, "hht", h=0.01, t_end=0.01)
+    assert fixed.info["projected_start"] is None
+    assert fixed.q[0] == pytest.approx(slider_crank.Q0, abs=0.0)
