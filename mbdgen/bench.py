@@ -92,6 +92,31 @@ def adams_weights() -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------------------
 
 
+@njit(cache=True, inline="always")
+def _hw_constraints(th, ph, xx, yy, p):  # pragma: no cover - jitted
+    """Φ of the slider-crank (Welch et al. 2007, Eq. 72), derived by hand.
+
+    Returns Φ₀, Φ₁, Φ₂; the five entries of Φ_q that depend on q,
+    a00 = ∂Φ₀/∂θ, a01 = ∂Φ₀/∂φ, a10 = ∂Φ₁/∂θ, a11 = ∂Φ₁/∂φ, a21 = ∂Φ₂/∂φ (the others
+    are the constants −1 at (0, 2), (1, 3) and +1 at (2, 3)); and (L − L1) sin φ, with
+    which the second derivatives read Φ_θθ = (−a10, a00, 0) and
+    Φ_φφ = (−a11, a01, −(L − L1) sin φ) (Φ is linear in x, y): the pieces of
+    γ = −(Φ_q q̇)_q q̇ (ABM) and of (Φ_qᵀλ)_q (HHT).
+    """
+    r = p[3]
+    L = p[4]
+    L1 = p[5]
+    s1 = math.sin(th)
+    c1 = math.cos(th)
+    s2 = math.sin(ph)
+    c2 = math.cos(ph)
+    d = L - L1
+    phi0 = r * c1 + L1 * c2 - xx
+    phi1 = r * s1 + L1 * s2 - yy
+    phi2 = d * s2 + yy
+    return phi0, phi1, phi2, -r * s1, -L1 * s2, r * c1, L1 * c2, d * c2, d * s2
+
+
 @njit(cache=True)
 def _hw_rhs(x, p, alpha, beta, A, b, f, aux):  # pragma: no cover - jitted
     """f = [q̇; q̈] of the slider-crank with Baumgarte's γ̂ (Haug 1989, Eq. 7.3.8).
@@ -103,39 +128,18 @@ def _hw_rhs(x, p, alpha, beta, A, b, f, aux):  # pragma: no cover - jitted
     J1 = p[0]
     J2 = p[1]
     m = p[2]
-    r = p[3]
-    L = p[4]
-    L1 = p[5]
     g = p[6]
-    th = x[0]
-    ph = x[1]
-    xx = x[2]
-    yy = x[3]
     thd = x[4]
     phd = x[5]
     xd = x[6]
     yd = x[7]
-    s1 = math.sin(th)
-    c1 = math.cos(th)
-    s2 = math.sin(ph)
-    c2 = math.cos(ph)
-    d = L - L1
-    # Φ (Welch et al. 2007, Eq. 72)
-    phi0 = r * c1 + L1 * c2 - xx
-    phi1 = r * s1 + L1 * s2 - yy
-    phi2 = d * s2 + yy
-    # Φ_q; the structural zeros and ±1 are written below.
-    a00 = -r * s1
-    a01 = -L1 * s2
-    a10 = r * c1
-    a11 = L1 * c2
-    a21 = d * c2
-    # γ = −(Φ_q q̇)_q q̇
+    phi0, phi1, phi2, a00, a01, a10, a11, a21, ds2 = _hw_constraints(x[0], x[1], x[2], x[3], p)
+    # γ = −(Φ_q q̇)_q q̇ = −(Φ_θθ θ̇² + Φ_φφ φ̇²)
     thd2 = thd * thd
     phd2 = phd * phd
-    g0 = r * c1 * thd2 + L1 * c2 * phd2
-    g1 = r * s1 * thd2 + L1 * s2 * phd2
-    g2 = d * s2 * phd2
+    g0 = a10 * thd2 + a11 * phd2
+    g1 = -a00 * thd2 - a01 * phd2
+    g2 = ds2 * phd2
     # Φ̇ = Φ_q q̇
     v0 = a00 * thd + a01 * phd - xd
     v1 = a10 * thd + a11 * phd - yd
@@ -400,14 +404,19 @@ def mbdgen_module() -> ModuleType:
     cache is then shared with the tests); otherwise the model is compiled into a
     per-user temporary folder, so that the bench never rewrites ``generated/``.
     """
+    return _example_module(MODEL_PATH)
+
+
+def _example_module(path: Path) -> ModuleType:
+    """The committed generated module of an example model, or a fresh temporary one."""
     import mbdgen
     from mbdgen.errors import StaleModuleError
 
     try:
-        return mbdgen.compile(MODEL_PATH, GENERATED_DIR, recompile=False)
+        return mbdgen.compile(path, GENERATED_DIR, recompile=False)
     except StaleModuleError:
         user = "".join(c for c in os.environ.get("USER", "user") if c.isalnum()) or "user"
-        return mbdgen.compile(MODEL_PATH, Path(tempfile.gettempdir()) / f"mbdgen-bench-{user}")
+        return mbdgen.compile(path, Path(tempfile.gettempdir()) / f"mbdgen-bench-{user}")
 
 
 def mbdgen_simulate(module: ModuleType, n_steps: int, h: float = H) -> Any:
@@ -439,12 +448,16 @@ module = mbdgen.compile(MODEL, OUT)
 t1 = time.perf_counter()
 from numba.core import event
 with event.install_recorder("numba:compile") as rec:
-    mbdgen.simulate(
-        module, method="abm", order=ORDER, h=H, t_end=H, alpha=ALPHA, beta=BETA, start="ramp"
-    )
+    if METHOD == "abm":
+        mbdgen.simulate(
+            module, method="abm", order=ORDER, h=H, t_end=H, alpha=ALPHA, beta=BETA,
+            start="ramp",
+        )
+    else:
+        mbdgen.simulate(module, method=METHOD, h=H, t_end=H)
 t2 = time.perf_counter()
 wall_end = time.time()
-stats = module.abm_chunk.stats
+stats = getattr(module, METHOD + "_chunk").stats
 print(json.dumps({
     "wall_start": wall_start,
     "wall_end": wall_end,
@@ -458,11 +471,12 @@ print(json.dumps({
 """
 
 
-def _run_child(model: Path, out_dir: Path, cache_dir: Path) -> dict[str, Any]:
+def _run_child(model: Path, out_dir: Path, cache_dir: Path, method: str) -> dict[str, Any]:
     code = "\n".join(
         [
             f"MODEL = {str(model)!r}",
             f"OUT = {str(out_dir)!r}",
+            f"METHOD = {method!r}",
             f"ORDER, H, ALPHA, BETA = {ORDER!r}, {H!r}, {ALPHA!r}, {BETA!r}",
             _CHILD,
         ]
@@ -489,13 +503,15 @@ def _run_child(model: Path, out_dir: Path, cache_dir: Path) -> dict[str, Any]:
     return data
 
 
-def cold_warm(warm_repeats: int = 2) -> dict[str, Any]:
+def cold_warm(warm_repeats: int = 2, method: str = "abm") -> dict[str, Any]:
     """Time a cold compile and warm starts in subprocesses with an empty Numba cache.
 
     A temporary copy of the model is compiled into a temporary folder under a
     temporary ``NUMBA_CACHE_DIR``: the first process generates the module
     (:func:`mbdgen.compiler.generate`, inside ``mbdgen.compile``) and JIT-compiles
-    it; the next ones only import it and load the machine code from the cache.
+    what one step of ``method`` needs (``"abm"``: ABM 4 with Baumgarte, as the
+    benchmark; ``"hht"``, ``"genalpha"``: the implicit entry point with its Jacobian
+    blocks); the next ones only import it and load the machine code from the cache.
     """
     with tempfile.TemporaryDirectory(prefix="mbdgen-bench-") as tmp:
         base = Path(tmp)
@@ -504,8 +520,8 @@ def cold_warm(warm_repeats: int = 2) -> dict[str, Any]:
         shutil.copy2(MODEL_PATH, model)
         out_dir = base / "generated"
         cache = base / "numba-cache"
-        cold = _run_child(model, out_dir, cache)
-        warms = [_run_child(model, out_dir, cache) for _ in range(max(1, warm_repeats))]
+        cold = _run_child(model, out_dir, cache, method)
+        warms = [_run_child(model, out_dir, cache, method) for _ in range(max(1, warm_repeats))]
     warm = min(warms, key=lambda d: d["start_to_first_step_s"])
     return {
         "cold_total_s": cold["start_to_first_step_s"],
@@ -583,6 +599,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     start = cold_warm(warm_repeats=1 if quick else 3)
     per_method = method_table(module, steps, 3 if quick else 7, us_hw=best_hw / steps * 1e6)
+    implicit = implicit_cases(module, quick)
 
     us_mb = best_mb / steps * 1e6
     us_hw = best_hw / steps * 1e6
@@ -618,6 +635,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "pass_warm_start": bool(start["warm_total_s"] < GOAL_WARM_START_S),
         "pass_warm_cache": bool(warm_ok),
         "methods": per_method,
+        **implicit,
     }
 
 
@@ -710,6 +728,8 @@ def report(results: dict[str, Any]) -> str:
         "(vabm and rkf45_adaptive choose their own steps: their figures are per output "
         "interval h, tol 1e-6)"
     )
+    if "hht" in r:
+        lines += ["", implicit_report(r)]
     return "\n".join(lines)
 
 
@@ -825,4 +845,828 @@ def scale_report(rows: Sequence[dict[str, Any]]) -> str:
         "(code B is the module without its compressed data block; the data block holds "
         "the per-element index tables, names and defaults)"
     )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# (e) HHT-α: a hand-written @njit step of the slider-crank against ``method="hht"``.
+# --------------------------------------------------------------------------------------
+
+#: HHT's α, the Newton tolerance and iteration limit of the HHT case: mbdgen's defaults.
+HHT_ALPHA = -0.05
+HHT_NEWTON_TOL = 1e-10
+HHT_MAX_ITERATIONS = 10
+#: mbdgen's defaults too: extrapolation degree of the predictor (Negrut et al. 2007,
+#: §3.5) and the convergence rate above which an old iteration matrix is re-evaluated.
+_HW_DEGREE = 2
+_HW_RATE_SLOW = 0.05
+_HW_HIST = 4  # rows of the predictor's history
+_HW_X = 3 * _N + _M  # state [q; q̇; q̈; λ]
+_NEWTON_FAILED = 3
+#: Round-off floor of a Newton correction, in units of eps max(1, ‖q‖∞)/(βh²).
+_HW_NOISE = 10.0 * np.finfo(np.float64).eps
+
+
+@njit(cache=True, inline="always")
+def _hw_lu_factor(A, piv):  # pragma: no cover - jitted
+    """A = P L U in place, partial pivoting, 7×7; L below the diagonal (unit), U above."""
+    for k in range(_NA):
+        pk = k
+        best = abs(A[k, k])
+        for i in range(k + 1, _NA):
+            v = abs(A[i, k])
+            if v > best:
+                best = v
+                pk = i
+        piv[k] = pk
+        if not best > 1e-14:
+            return _SINGULAR
+        if pk != k:
+            for j in range(_NA):
+                tmp = A[k, j]
+                A[k, j] = A[pk, j]
+                A[pk, j] = tmp
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, _NA):
+            fct = A[i, k] * inv
+            A[i, k] = fct
+            if fct != 0.0:
+                for j in range(k + 1, _NA):
+                    A[i, j] -= fct * A[k, j]
+    return _OK
+
+
+@njit(cache=True, inline="always")
+def _hw_lu_solve(A, piv, b):  # pragma: no cover - jitted
+    """b ← A⁻¹ b from :func:`_hw_lu_factor`'s factors."""
+    for k in range(_NA):
+        pk = piv[k]
+        if pk != k:
+            tmp = b[k]
+            b[k] = b[pk]
+            b[pk] = tmp
+    for i in range(1, _NA):
+        s = b[i]
+        for j in range(i):
+            s -= A[i, j] * b[j]
+        b[i] = s
+    for i in range(_NA - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, _NA):
+            s -= A[i, j] * b[j]
+        b[i] = s / A[i, i]
+
+
+@njit(cache=True)
+def _hw_hht(
+    p, alpha, h, tol, max_iterations, x, n_steps, hist, A, piv, b, rp, f0, aux0, counts,
+    out_t, out_x, out_aux,
+):  # fmt: skip  # pragma: no cover - jitted
+    """Fixed-step HHT-α of the slider-crank, index 3 (Negrut et al. 2007, Eqs. 2, 6, 10-14).
+
+    ``x`` = [q; q̇; q̈; λ] (15,), q, q̇ given; q̈_0, λ_0 solve the index-1 equations
+    (Haug 1989, Eq. 7.2.1: :func:`_hw_rhs` with α = β = 0).  Each step predicts
+    q̈_{n+1}, λ_{n+1} by the quadratic through the last three accepted values (§3.5),
+    then runs modified Newton on the residual of Eq. 13,
+
+        e1 = M q̈/(1 + α) − Q + Φ_qᵀλ − α/(1 + α) (Φ_qᵀλ − Q)_n,   e2 = Φ/(βh²),
+
+    with the matrix of Eq. 12, M̂ = M/(1 + α) + (Φ_qᵀλ)_q βh² (M and Q of the
+    slider-crank are constant, so (M q̈)_q = Q_q = Q_q̇ = 0): factorized once and kept
+    over iterations and steps, re-evaluated when the convergence rate ξ (Eq. 43)
+    exceeds 0.05 or is too slow for the iterations left; stop when ξ/(1 − ξ)‖Δ‖
+    (Eq. 42; ‖Δ‖ on the first iteration) ≤ 1, ‖·‖ weighted by ``tol`` max(1, |·|∞)
+    or the round-off floor; a step out of iterations restarts once from the
+    predictor with a fresh matrix.  The algorithm of :func:`mbdgen.runtime.hht.hht_chunk`
+    with its defaults, written for this one model.
+
+    ``counts`` ← [Newton iterations, matrix evaluations, factorizations, restarts,
+    most iterations in one step].  Returns (status, steps taken).
+    """
+    J1 = p[0]
+    J2 = p[1]
+    m = p[2]
+    g = p[6]
+    beta = (1.0 - alpha) * (1.0 - alpha) / 4.0
+    gamma_nm = (1.0 - 2.0 * alpha) / 2.0
+    bh2 = beta * h * h
+    c = 1.0 / (1.0 + alpha)
+    hh = 0.5 * h * h
+    sm = max(max(J1, J2), m)  # largest M_ii
+    # start: [q̈_0; λ_0] from the index-1 equations, (Φ_qᵀλ − Q)_0
+    status = _hw_rhs(x, p, 0.0, 0.0, A, b, f0, aux0)
+    if status != _OK:
+        return status, 0
+    for i in range(_N):
+        x[2 * _N + i] = f0[_N + i]
+        hist[0, i] = f0[_N + i]
+    for i in range(_M):
+        x[3 * _N + i] = aux0[i]
+        hist[0, _N + i] = aux0[i]
+    _, _, _, a00, a01, a10, a11, a21, _ = _hw_constraints(x[0], x[1], x[2], x[3], p)
+    lam0 = aux0[0]
+    lam1 = aux0[1]
+    lam2 = aux0[2]
+    rp[0] = a00 * lam0 + a10 * lam1
+    rp[1] = a01 * lam0 + a11 * lam1 + a21 * lam2
+    rp[2] = -lam0
+    rp[3] = -lam1 + lam2 + m * g
+    out_t[0] = 0.0
+    for i in range(_HW_X):
+        out_x[0, i] = x[i]
+    out_aux[0, 0] = aux0[_M]
+    out_aux[0, 1] = aux0[_M + 1]
+    head = 0
+    nhist = 1
+    jac_valid = False
+    uses = 1 << 30
+    q1 = np.empty(_N)
+    qd1 = np.empty(_N)
+    y = np.empty(_NA)  # Newton iterate [q̈_{n+1}; λ_{n+1}]
+    for step in range(n_steps):
+        restarted = False
+        while True:  # one pass per (re)start from the predictor
+            # predictor (§3.5): weights (−1)^j C(d + 1, j + 1) on equally spaced values
+            d = min(_HW_DEGREE, nhist - 1)
+            for i in range(_NA):
+                s = 0.0
+                row = head
+                w = float(d + 1)
+                for j in range(d + 1):
+                    s += w * hist[row, i]
+                    w = -w * (d - j) / (j + 2)
+                    row = row - 1 if row > 0 else _HW_HIST - 1
+                y[i] = s
+            k = 0
+            nrm_prev = 0.0
+            converged = False
+            while True:
+                # Newmark (Eq. 2) and the model at (q_{n+1}, t_{n+1})
+                for i in range(_N):
+                    qdd = x[2 * _N + i]
+                    q1[i] = (
+                        x[i] + h * x[_N + i] + hh * ((1.0 - 2.0 * beta) * qdd + 2.0 * beta * y[i])
+                    )
+                    qd1[i] = x[_N + i] + h * ((1.0 - gamma_nm) * qdd + gamma_nm * y[i])
+                phi0, phi1, phi2, a00, a01, a10, a11, a21, ds2 = _hw_constraints(
+                    q1[0], q1[1], q1[2], q1[3], p
+                )
+                l0 = y[_N]
+                l1 = y[_N + 1]
+                l2 = y[_N + 2]
+                # Φ_qᵀλ − Q
+                r0 = a00 * l0 + a10 * l1
+                r1 = a01 * l0 + a11 * l1 + a21 * l2
+                r2 = -l0
+                r3 = -l1 + l2 + m * g
+                if converged or k >= max_iterations:
+                    break
+                # −e of Eq. 13
+                ac = alpha * c
+                b[0] = -(c * J1 * y[0] + r0 - ac * rp[0])
+                b[1] = -(c * J2 * y[1] + r1 - ac * rp[1])
+                b[2] = -(c * m * y[2] + r2 - ac * rp[2])
+                b[3] = -(c * m * y[3] + r3 - ac * rp[3])
+                b[4] = -phi0 / bh2
+                b[5] = -phi1 / bh2
+                b[6] = -phi2 / bh2
+                if not jac_valid:
+                    # Eq. 12 with M̂ of Eq. 14: (Φ_qᵀλ)_q has (θ, θ) Φ_θθ·λ, (φ, φ) Φ_φφ·λ
+                    for i in range(_NA):
+                        for j in range(_NA):
+                            A[i, j] = 0.0
+                    A[0, 0] = c * J1 + (-a10 * l0 + a00 * l1) * bh2
+                    A[1, 1] = c * J2 + (-a11 * l0 + a01 * l1 - ds2 * l2) * bh2
+                    A[2, 2] = c * m
+                    A[3, 3] = c * m
+                    A[4, 0] = a00
+                    A[4, 1] = a01
+                    A[4, 2] = -1.0
+                    A[5, 0] = a10
+                    A[5, 1] = a11
+                    A[5, 3] = -1.0
+                    A[6, 1] = a21
+                    A[6, 3] = 1.0
+                    for i in range(_M):
+                        for j in range(_N):
+                            A[j, _N + i] = A[_N + i, j]
+                    counts[1] += 1
+                    status = _hw_lu_factor(A, piv)
+                    counts[2] += 1
+                    if status != _OK:
+                        return status, step
+                    jac_valid = True
+                    uses = 0
+                _hw_lu_solve(A, piv, b)
+                uses += 1
+                # update, weighted by the tolerance or the round-off floor (Eq. 2a)
+                dq = 0.0
+                sq = 1.0
+                sx = 1.0
+                for i in range(_N):
+                    y[i] += b[i]
+                    dq = max(dq, abs(b[i]))
+                    sq = max(sq, abs(y[i]))
+                    sx = max(sx, abs(q1[i]))
+                dl = 0.0
+                sl = 1.0
+                for i in range(_N, _NA):
+                    y[i] += b[i]
+                    dl = max(dl, abs(b[i]))
+                    sl = max(sl, abs(y[i]))
+                floor = _HW_NOISE * sx / bh2
+                nrm = max(dq / max(tol * sq, floor), dl / max(tol * sl, floor * sm))
+                k += 1
+                counts[0] += 1
+                if not math.isfinite(nrm):
+                    return _NONFINITE, step
+                if nrm_prev == 0.0:
+                    converged = nrm <= 1.0
+                else:
+                    xi = nrm / nrm_prev  # Eq. 43
+                    if xi < 1.0:
+                        converged = nrm * xi / (1.0 - xi) <= 1.0  # Eq. 42
+                    else:
+                        converged = nrm <= 1.0
+                    slow = xi > _HW_RATE_SLOW or nrm * xi ** (max_iterations - k) / (1.0 - xi) > 1.0
+                    if not converged and slow and uses > 1:
+                        jac_valid = False
+                nrm_prev = nrm
+            if converged:
+                break
+            if restarted:
+                return _NEWTON_FAILED, step
+            restarted = True
+            counts[3] += 1
+            jac_valid = False
+        # accept
+        rp[0] = r0
+        rp[1] = r1
+        rp[2] = r2
+        rp[3] = r3
+        for i in range(_N):
+            x[i] = q1[i]
+            x[_N + i] = qd1[i]
+        for i in range(_NA):
+            x[2 * _N + i] = y[i]
+        for i in range(_HW_X):
+            if not math.isfinite(x[i]):
+                return _NONFINITE, step
+        head = head + 1 if head + 1 < _HW_HIST else 0
+        for i in range(_NA):
+            hist[head, i] = y[i]
+        if nhist < _HW_HIST:
+            nhist += 1
+        if k > counts[4]:
+            counts[4] = k
+        row = step + 1
+        out_t[row] = row * h
+        for i in range(_HW_X):
+            out_x[row, i] = x[i]
+        v0 = a00 * qd1[0] + a01 * qd1[1] - qd1[2]
+        v1 = a10 * qd1[0] + a11 * qd1[1] - qd1[3]
+        v2 = a21 * qd1[1] + qd1[3]
+        out_aux[row, 0] = math.sqrt(phi0 * phi0 + phi1 * phi1 + phi2 * phi2)
+        out_aux[row, 1] = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+    return _OK, n_steps
+
+
+def handwritten_hht(
+    n_steps: int,
+    h: float = H,
+    hht_alpha: float = HHT_ALPHA,
+    newton_tol: float = HHT_NEWTON_TOL,
+    max_iterations: int = HHT_MAX_ITERATIONS,
+) -> dict[str, Any]:
+    """Run the hand-written HHT-α baseline (:func:`_hw_hht`) from Q0, QD0.
+
+    Returns ``t`` (rows,), ``x`` = [q, q̇, q̈, λ] (rows, 15), ``aux`` = [‖Φ‖₂, ‖Φ̇‖₂]
+    (rows, 2), rows = n_steps + 1, and ``counters`` (Newton iterations, iteration-matrix
+    evaluations, factorizations, restarts, most iterations in a step).
+    """
+    rows = n_steps + 1
+    out_t = np.empty(rows)
+    out_x = np.empty((rows, _HW_X))
+    out_aux = np.empty((rows, 2))
+    x = np.zeros(_HW_X)
+    x[:_N] = Q0
+    x[_N : 2 * _N] = QD0
+    counts = np.zeros(5, dtype=np.int64)
+    status, steps = _hw_hht(
+        PARAMS, float(hht_alpha), float(h), float(newton_tol), int(max_iterations), x,
+        n_steps, np.zeros((_HW_HIST, _NA)), np.zeros((_NA, _NA)),
+        np.zeros(_NA, dtype=np.int64), np.zeros(_NA), np.zeros(_N), np.zeros(_DIM),
+        np.zeros(_M + 2), counts, out_t, out_x, out_aux,
+    )  # fmt: skip
+    if status != _OK:
+        raise RuntimeError(f"hand-written HHT failed with status {status} at step {steps}")
+    names = ("newton_iterations", "jacobian_evaluations", "factorizations", "newton_restarts")
+    counters = {name: int(v) for name, v in zip(names, counts[:4], strict=True)}
+    counters["max_iterations_per_step"] = int(counts[4])
+    return {"t": out_t, "x": out_x, "aux": out_aux, "counters": counters}
+
+
+def mbdgen_hht(module: ModuleType, n_steps: int, h: float = H) -> Any:
+    """``mbdgen.simulate(method="hht")`` of the slider-crank from Q0, QD0 (defaults of
+    :data:`HHT_ALPHA`, :data:`HHT_NEWTON_TOL`, :data:`HHT_MAX_ITERATIONS`)."""
+    import mbdgen
+
+    return mbdgen.simulate(
+        module, method="hht", h=h, t_end=n_steps * h, q0=Q0, qd0=QD0,
+        params=_param_dict(module), hht_alpha=HHT_ALPHA, newton_tol=HHT_NEWTON_TOL,
+        options={"max_iterations": HHT_MAX_ITERATIONS},
+    )  # fmt: skip
+
+
+def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
+    """µs per step of ``method="hht"`` against :func:`handwritten_hht`, same run.
+
+    Both run ``steps`` steps of h = 1e-3 from Q0, QD0 with α = −0.05 and Newton
+    tolerance 1e-10, interleaved ``repeats`` times (best of each).  Also the Newton
+    iterations per step of each, and their largest difference in q at any step.
+    """
+    result = mbdgen_hht(module, steps)  # JIT (or cache load) and warm-up
+    hand = handwritten_hht(steps)
+    agreement = float(np.max(np.abs(result.q - hand["x"][:, :_N])))
+    best_mb = best_loop = best_hw = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = mbdgen_hht(module, steps)
+        best_mb = min(best_mb, time.perf_counter() - t0)
+        best_loop = min(best_loop, res.counters["wall_time_s"])
+        t0 = time.perf_counter()
+        handwritten_hht(steps)
+        best_hw = min(best_hw, time.perf_counter() - t0)
+    us_mb = best_mb / steps * 1e6
+    us_hw = best_hw / steps * 1e6
+    return {
+        "problem": f"slider_crank, HHT alpha={HHT_ALPHA:g}, h={H:g}, newton_tol={HHT_NEWTON_TOL:g}",
+        "steps": steps,
+        "repeats": repeats,
+        "mbdgen_us_per_step": us_mb,
+        "mbdgen_loop_us_per_step": best_loop / steps * 1e6,
+        "handwritten_us_per_step": us_hw,
+        "ratio_mbdgen_over_handwritten": us_mb / us_hw,
+        "ratio_loop_over_handwritten": best_loop / best_hw,
+        "mbdgen_newton_per_step": result.counters["newton_iterations"] / steps,
+        "handwritten_newton_per_step": hand["counters"]["newton_iterations"] / steps,
+        "mbdgen_factorizations": result.counters["factorizations"],
+        "handwritten_factorizations": hand["counters"]["factorizations"],
+        "max_abs_q_difference": agreement,
+        "goal_ratio": GOAL_HANDWRITTEN_RATIO,
+        "pass_ratio": bool(us_mb / us_hw <= GOAL_HANDWRITTEN_RATIO),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# (f) Andrews' squeezing mechanism: work to a given final error.
+# --------------------------------------------------------------------------------------
+
+ANDREWS_PATH = ROOT / "models" / "andrews.py"
+#: The two problems: the standard one (Hairer & Wanner 1991, §VII.7) and the one
+#: Haug, Negrut & Iancu 1997 (§4.3) stiffen and damp (k = 30 000, c = 100 000).
+ANDREWS_CASES: dict[str, dict[str, Any]] = {
+    "standard": {"t_end": 0.03, "k": 4530.0, "c": 0.0},
+    "stiff": {"t_end": 0.035, "k": 30000.0, "c": 100000.0},
+}
+#: Final error every method must reach: max over the seven angles of |q(t_end) − q_ref|.
+ANDREWS_TARGET_ERROR = 1e-6
+#: Tolerances tried, loosest first, rtol = atol (a quarter decade apart).
+ANDREWS_TOLERANCES = tuple(10.0 ** (-3.0 - 0.25 * k) for k in range(37))
+#: Output interval of the mbdgen runs (variable step: outputs on this grid only).
+ANDREWS_OUTPUT_INTERVAL = 1e-3
+GOAL_ANDREWS_RADAU_RATIO = 0.2  # HHT or generalized-α / Radau, at most
+GOAL_ANDREWS_STIFF_SPEEDUP = 10.0  # vabm / HHT on the stiff problem, at least
+
+#: The hook for the error-controlled implicit methods: method name → the
+#: ``mbdgen.simulate`` keywords that ask it for the tolerance ``tol``.  A method whose
+#: keywords ``simulate`` refuses, or ignores (a fixed-step run, see
+#: :func:`error_control_available`), is reported as not yet available.
+IMPLICIT_TOLERANCE_OPTIONS: dict[str, Callable[[float], dict[str, Any]]] = {
+    "hht": lambda tol: {"rtol": tol, "atol": tol},
+    "genalpha": lambda tol: {"rtol": tol, "atol": tol},
+}
+
+
+def andrews_equations() -> tuple[Any, ...]:
+    """Andrews' mechanism in the seven relative angles of Hairer & Wanner (SymPy).
+
+    Written from the problem's own equations (Hairer & Wanner 1991, §VII.7; the Bari
+    test set): q = (β, Θ, γ, Φ, δ, Ω, ε), M(q) q̈ = f(q, q̇) − Gᵀλ, g(q) = 0, with
+    the mass matrix, the forces f1-f7 and the constraints g1-g6 as the problem gives
+    them, and none of mbdgen's model, derivation or kernels (its 21 planar
+    coordinates are an independent formulation of the same motion).  The spring
+    becomes a spring–damper, F = −(k (L − l0) + c L̇)/L, so that the stiff variant of
+    Haug, Negrut & Iancu 1997 (§4.3) is the same function with other k, c.
+
+    Returns the symbols q, q̇, (k, c) and M, f, G = g_q, γ = −(G q̇)_q q̇, g.
+    """
+    import sympy as sp
+
+    q = sp.symbols("beta Theta gamma Phi delta Omega epsilon")
+    qd = sp.symbols("beta_d Theta_d gamma_d Phi_d delta_d Omega_d epsilon_d")
+    k, c = sp.symbols("k c")
+    be, th, ga, ph, de, om, ep = q
+    bed, thd, gad, phd, ded, omd, epd = qd
+    m1, m2, m3, m4, m5, m6, m7 = 0.04325, 0.00365, 0.02373, 0.00706, 0.07050, 0.00706, 0.05498
+    i1, i2, i3, i4, i5, i6, i7 = (
+        2.194e-6,
+        4.410e-7,
+        5.255e-6,
+        5.667e-7,
+        1.169e-5,
+        5.667e-7,
+        1.912e-5,
+    )
+    xa, ya, xb, yb, xc, yc = -0.06934, -0.00227, -0.03635, 0.03273, 0.014, 0.072
+    d, da, e, ea, rr, ra = 28e-3, 115e-4, 2e-2, 1421e-5, 7e-3, 92e-5
+    ss, sa, sb, sc, sd = 35e-3, 1874e-5, 1043e-5, 18e-3, 2e-2
+    ta, tb, u, ua, ub = 2308e-5, 916e-5, 4e-2, 1228e-5, 449e-5
+    zf, zt, fa = 2e-2, 4e-2, 1421e-5
+    l0, mom = 7785e-5, 0.033
+    cos, sin = sp.cos, sp.sin
+    M = sp.zeros(7, 7)
+    M[0, 0] = m1 * ra**2 + m2 * (rr**2 - 2 * da * rr * cos(th) + da**2) + i1 + i2
+    M[1, 0] = M[0, 1] = m2 * (da**2 - da * rr * cos(th)) + i2
+    M[1, 1] = m2 * da**2 + i2
+    M[2, 2] = m3 * (sa**2 + sb**2) + i3
+    M[3, 3] = m4 * (e - ea) ** 2 + i4
+    M[4, 3] = M[3, 4] = m4 * ((e - ea) ** 2 + zt * (e - ea) * sin(ph)) + i4
+    M[4, 4] = (
+        m4 * (zt**2 + 2 * zt * (e - ea) * sin(ph) + (e - ea) ** 2)
+        + m5 * (ta**2 + tb**2) + i4 + i5
+    )  # fmt: skip
+    M[5, 5] = m6 * (zf - fa) ** 2 + i6
+    M[6, 5] = M[5, 6] = m6 * ((zf - fa) ** 2 - u * (zf - fa) * sin(om)) + i6
+    M[6, 6] = (
+        m6 * ((zf - fa) ** 2 - 2 * u * (zf - fa) * sin(om) + u**2)
+        + m7 * (ua**2 + ub**2) + i6 + i7
+    )  # fmt: skip
+    xd = sd * cos(ga) + sc * sin(ga) + xb
+    yd = sd * sin(ga) - sc * cos(ga) + yb
+    length = sp.sqrt((xd - xc) ** 2 + (yd - yc) ** 2)
+    length_d = (sp.diff(xd, ga) * (xd - xc) + sp.diff(yd, ga) * (yd - yc)) * gad / length
+    F = -(k * (length - l0) + c * length_d) / length
+    fx, fy = F * (xd - xc), F * (yd - yc)
+    f = sp.Matrix(
+        [
+            mom - m2 * da * rr * thd * (thd + 2 * bed) * sin(th),
+            m2 * da * rr * bed**2 * sin(th),
+            fx * (sc * cos(ga) - sd * sin(ga)) + fy * (sd * cos(ga) + sc * sin(ga)),
+            m4 * zt * (e - ea) * ded**2 * cos(ph),
+            -m4 * zt * (e - ea) * phd * (phd + 2 * ded) * cos(ph),
+            -m6 * u * (zf - fa) * epd**2 * cos(om),
+            m6 * u * (zf - fa) * omd * (omd + 2 * epd) * cos(om),
+        ]
+    )
+    base_x = rr * cos(be) - d * cos(be + th)
+    base_y = rr * sin(be) - d * sin(be + th)
+    g = sp.Matrix(
+        [
+            base_x - ss * sin(ga) - xb,
+            base_y + ss * cos(ga) - yb,
+            base_x - e * sin(ph + de) - zt * cos(de) - xa,
+            base_y + e * cos(ph + de) - zt * sin(de) - ya,
+            base_x - zf * cos(om + ep) - u * sin(ep) - xa,
+            base_y - zf * sin(om + ep) + u * cos(ep) - ya,
+        ]
+    )
+    G = g.jacobian(q)
+    qd_vec = sp.Matrix(qd)
+    gamma = -(G * qd_vec).jacobian(q) * qd_vec
+    return q, qd, (k, c), M, f, G, gamma, g
+
+
+#: The problem's consistent initial angles (β, Θ, γ, Φ, δ, Ω, ε); it starts at rest.
+ANDREWS_ANGLES0 = (
+    -0.0617138900142764496358948458001,
+    0.0,
+    0.455279819163070380255912382449,
+    0.222668390165885884674473185609,
+    0.487364979543842550225598953530,
+    -0.222668390165885884674473185609,
+    1.23054744454982119249735015568,
+)
+
+
+def andrews_right_side(k: float, c: float) -> Callable[[float, np.ndarray], np.ndarray]:
+    """y' = [q̇; q̈] of :func:`andrews_equations` (index 1) for ``solve_ivp``.
+
+    M, f, G, γ come from one ``sympy.lambdify`` (NumPy, common subexpressions);
+    q̈, λ solve [[M, Gᵀ], [G, 0]] [q̈; λ] = [f; γ] by ``np.linalg.solve``.
+    """
+    import sympy as sp
+
+    q, qd, kc, M, f, G, gamma, _ = andrews_equations()
+    fn = sp.lambdify([list(q), list(qd), list(kc)], [M, f, G, gamma], modules="numpy", cse=True)
+    spring = [float(k), float(c)]
+    A = np.zeros((13, 13))
+    b = np.zeros(13)
+
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
+        mass, force, jac, gam = fn(y[:7], y[7:], spring)
+        A[:7, :7] = mass
+        A[7:, :7] = jac
+        A[:7, 7:] = np.transpose(jac)
+        b[:7] = np.ravel(force)
+        b[7:] = np.ravel(gam)
+        return np.concatenate([y[7:], np.linalg.solve(A, b)[:7]])
+
+    return rhs
+
+
+def andrews_scipy(
+    rhs: Callable[[float, np.ndarray], np.ndarray], t_end: float, method: str, tol: float
+) -> np.ndarray:
+    """The seven angles at ``t_end`` by ``scipy.integrate.solve_ivp`` (rtol = atol = tol)."""
+    from scipy.integrate import solve_ivp
+
+    y0 = np.concatenate([ANDREWS_ANGLES0, np.zeros(7)])
+    sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=tol, atol=tol)
+    if not sol.success:
+        raise RuntimeError(f"solve_ivp({method}, tol={tol:g}) failed: {sol.message}")
+    return sol.y[:7, -1]
+
+
+def andrews_reference(case: str, quick: bool = False) -> np.ndarray:
+    """The angles at t_end, computed independently of mbdgen (:func:`andrews_equations`).
+
+    Standard problem: DOP853 at rtol = atol = 1e-13 (measured: agrees with DOP853 at
+    1e-12 and Radau at 1e-12 to 4e-12).  Stiff problem: Radau at 1e-12 (1e-10 when
+    ``quick``; measured: the two agree to 2e-12, and LSODA at 1e-12 to 1e-11).
+    """
+    spec = ANDREWS_CASES[case]
+    rhs = andrews_right_side(spec["k"], spec["c"])
+    if case == "standard":
+        return andrews_scipy(rhs, spec["t_end"], "DOP853", 1e-13)
+    return andrews_scipy(rhs, spec["t_end"], "Radau", 1e-10 if quick else 1e-12)
+
+
+def andrews_angles(q: np.ndarray) -> np.ndarray:
+    """(β, Θ, γ, Φ, δ, Ω, ε) from the 21 planar coordinates of ``models/andrews.py``:
+    the absolute angles φ_i are q[3i + 2], and β = φ1, Θ = φ2 − φ1, γ = φ3,
+    Φ = φ4 − φ5, δ = φ5, Ω = φ6 − φ7, ε = φ7 (the model file's docstring)."""
+    p = np.asarray(q)[..., 2::3]
+    return np.stack(
+        [p[..., 0], p[..., 1] - p[..., 0], p[..., 2], p[..., 3] - p[..., 4], p[..., 4],
+         p[..., 5] - p[..., 6], p[..., 6]],
+        axis=-1,
+    )  # fmt: skip
+
+
+def andrews_module() -> ModuleType:
+    """The generated Andrews module (committed, or compiled into a temporary folder)."""
+    return _example_module(ANDREWS_PATH)
+
+
+def andrews_mbdgen(module: ModuleType, case: str, method: str, **keywords: Any) -> Any:
+    """``mbdgen.simulate`` of an Andrews problem, outputs every millisecond."""
+    import warnings
+
+    import mbdgen
+
+    spec = ANDREWS_CASES[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # energy/constraint notes are not the bench's business
+        return mbdgen.simulate(
+            module, method=method, h=ANDREWS_OUTPUT_INTERVAL, t_end=spec["t_end"],
+            params={"spring_k": spec["k"], "spring_c": spec["c"]}, **keywords,
+        )  # fmt: skip
+
+
+def error_control_available(method: str, keywords: dict[str, Any]) -> bool:
+    """Whether ``simulate(method=..., **keywords)`` runs with error control.
+
+    A probe on the pendulum (the smallest example, whose kernels the test suite
+    compiles for every method) with one output interval h = 0.1: a fixed-step method
+    takes exactly one step there whatever else it is told (``rtol`` is a keyword of
+    ``simulate`` for every method, so ignoring it is possible); an error-controlled
+    one at the hook's tolerance takes several.  A refusal (``MbdgenError``,
+    ``TypeError``) or a failed run (``SimulationError``) counts as not available.
+    """
+    import warnings
+
+    import mbdgen
+
+    module = _example_module(ROOT / "models" / "pendulum.py")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = mbdgen.simulate(module, method=method, h=0.1, t_end=0.1, **keywords)
+    except (mbdgen.MbdgenError, TypeError):
+        return False
+    return int(result.counters.get("steps", 1)) > 1
+
+
+def at_error(
+    run: Callable[[float], np.ndarray],
+    reference: np.ndarray,
+    target: float = ANDREWS_TARGET_ERROR,
+    tolerances: Sequence[float] = ANDREWS_TOLERANCES,
+) -> dict[str, Any] | None:
+    """The loosest tolerance whose final error reaches ``target``.
+
+    ``run(tol)`` returns the seven angles at t_end; the error is max |angles − reference|.
+    Tries ``tolerances`` loosest first; a run that raises counts as not reaching it.
+    Returns ``{"tol", "error", "tried"}`` or None when none reaches the target.
+    """
+    tried = []
+    for tol in tolerances:
+        try:
+            err = float(np.max(np.abs(run(tol) - reference)))
+        except Exception as exc:  # a failed run is a miss; keep searching tighter
+            tried.append((tol, repr(exc)[:80]))
+            continue
+        tried.append((tol, err))
+        if err <= target:
+            return {"tol": tol, "error": err, "tried": tried}
+    return None
+
+
+def andrews_case(case: str, quick: bool = False, repeats: int = 3) -> dict[str, Any]:
+    """Wall time of each method to reach :data:`ANDREWS_TARGET_ERROR` on one problem.
+
+    Error: max over the seven angles of |q(t_end) − q_ref(t_end)|, mbdgen's 21
+    coordinates mapped by :func:`andrews_angles`, the reference by
+    :func:`andrews_reference`.  Each method at the loosest tolerance of
+    :data:`ANDREWS_TOLERANCES` that reaches the target (:func:`at_error`), then timed
+    best of ``repeats``: SciPy's Radau on :func:`andrews_right_side` (the
+    ``sympy.lambdify`` is built once, outside the timing; Jacobian by SciPy's finite
+    differences), mbdgen's ``vabm`` (index 1, constraints not stabilized) and every
+    method of :data:`IMPLICIT_TOLERANCE_OPTIONS` whose error control is available.
+    """
+    spec = ANDREWS_CASES[case]
+    reference = andrews_reference(case, quick)
+    module = andrews_module()
+    rhs = andrews_right_side(spec["k"], spec["c"])
+    runs: dict[str, Callable[[float], np.ndarray]] = {
+        "radau": lambda tol: andrews_scipy(rhs, spec["t_end"], "Radau", tol),
+        "vabm": lambda tol: andrews_angles(
+            andrews_mbdgen(module, case, "vabm", rtol=tol, atol=tol).q[-1]
+        ),
+    }
+    rows: dict[str, dict[str, Any]] = {}
+    for name, options in IMPLICIT_TOLERANCE_OPTIONS.items():
+        if not error_control_available(name, options(1e-6)):
+            rows[name] = {"available": False}
+            continue
+        runs[name] = lambda tol, name=name, options=options: andrews_angles(
+            andrews_mbdgen(module, case, name, **options(tol)).q[-1]
+        )
+    for name, fn in runs.items():
+        found = at_error(fn, reference)
+        if found is None:
+            rows[name] = {"available": True, "reached": False}
+            continue
+        best = _best(lambda fn=fn, tol=found["tol"]: fn(tol), repeats)
+        rows[name] = {
+            "available": True,
+            "reached": True,
+            "tol": found["tol"],
+            "error": found["error"],
+            "wall_s": best,
+            "tries": len(found["tried"]),
+        }
+    return {
+        "case": case,
+        "t_end": spec["t_end"],
+        "k": spec["k"],
+        "c": spec["c"],
+        "target_error": ANDREWS_TARGET_ERROR,
+        "methods": rows,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# (g) The implicit methods together: cases, goals and report.
+# --------------------------------------------------------------------------------------
+
+GOAL_IMPLICIT_COLD_S = 30.0  # fresh Numba cache to the end of the first hht step, at most
+
+
+def _seconds(row: dict[str, Any]) -> float | None:
+    return row["wall_s"] if row.get("reached") else None
+
+
+def andrews_goals(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The Andrews goals of the issue from :func:`andrews_case`'s rows; a goal whose
+    method has no error control yet is None (reported "n/a (not yet available)").
+
+    Standard: the faster of HHT and generalized-α ≤ 0.2× Radau and faster than vabm;
+    stiff: HHT at least 10× faster than vabm — all at the same target error.
+    """
+    std = cases["standard"]["methods"]
+    stiff = cases["stiff"]["methods"]
+    implicit = [t for t in (_seconds(std["hht"]), _seconds(std["genalpha"])) if t is not None]
+    best = min(implicit) if implicit else None
+    radau, vabm = _seconds(std["radau"]), _seconds(std["vabm"])
+    hht_stiff, vabm_stiff = _seconds(stiff["hht"]), _seconds(stiff["vabm"])
+    ratio_radau = best / radau if best is not None and radau else None
+    ratio_vabm = best / vabm if best is not None and vabm else None
+    speedup = vabm_stiff / hht_stiff if hht_stiff and vabm_stiff is not None else None
+    return {
+        "andrews_implicit_over_radau": ratio_radau,
+        "andrews_implicit_over_vabm": ratio_vabm,
+        "andrews_vabm_over_radau": vabm / radau if vabm and radau else None,
+        "andrews_stiff_vabm_over_hht": speedup,
+        "pass_andrews_radau": None
+        if ratio_radau is None
+        else ratio_radau <= GOAL_ANDREWS_RADAU_RATIO,
+        "pass_andrews_vabm": None if ratio_vabm is None else ratio_vabm < 1.0,
+        "pass_andrews_stiff": None if speedup is None else speedup >= GOAL_ANDREWS_STIFF_SPEEDUP,
+    }
+
+
+def implicit_cases(module: ModuleType, quick: bool = False) -> dict[str, Any]:
+    """The speed section of the implicit methods (issue 10): the HHT step against the
+    hand-written one (:func:`hht_case`), Andrews to a final error
+    (:func:`andrews_case`, both problems) and the cold compile of an ``hht`` run."""
+    hht = hht_case(module, 2000 if quick else 20000, 5 if quick else 25)
+    andrews = {case: andrews_case(case, quick, 1 if quick else 3) for case in ANDREWS_CASES}
+    # a cold compile costs ~20 s, too much for the quick (smoke) run
+    cold = None if quick else cold_warm(warm_repeats=2, method="hht")
+    return {
+        "hht": hht,
+        "andrews": andrews,
+        **andrews_goals(andrews),
+        "hht_cold": cold,
+        "pass_hht_cold": None
+        if cold is None
+        else bool(cold["cold_total_s"] < GOAL_IMPLICIT_COLD_S),
+        "pass_hht_warm_cache": None
+        if cold is None
+        else bool(
+            cold["warm_cache_misses"] == 0
+            and cold["warm_cache_hits"] > 0
+            and cold["warm_numba_compilations"] == 0
+        ),
+    }
+
+
+def _goal(flag: bool | None) -> str:
+    return "n/a (not yet available)" if flag is None else ("PASS" if flag else "FAIL")
+
+
+def implicit_report(r: dict[str, Any]) -> str:
+    """Lines of :func:`implicit_cases`' results for :func:`report`."""
+    h = r["hht"]
+    lines = [
+        f"implicit: {h['problem']}, {h['steps']} steps",
+        f"{'implementation':<34}{'us/step':>10}{'Newton/step':>13}{'factorizations':>16}",
+        f"{'mbdgen hht (whole call)':<34}{h['mbdgen_us_per_step']:>10.3f}"
+        f"{h['mbdgen_newton_per_step']:>13.3f}{h['mbdgen_factorizations']:>16}",
+        f"{'  of which the jitted loop':<34}{h['mbdgen_loop_us_per_step']:>10.3f}",
+        f"{'hand-written @njit HHT':<34}{h['handwritten_us_per_step']:>10.3f}"
+        f"{h['handwritten_newton_per_step']:>13.3f}{h['handwritten_factorizations']:>16}",
+        f"max |q_mbdgen - q_handwritten| over the run: {h['max_abs_q_difference']:.2e}",
+        f"goal  mbdgen hht / hand-written <= {h['goal_ratio']:g}: "
+        f"{h['ratio_mbdgen_over_handwritten']:.2f} (loop alone "
+        f"{h['ratio_loop_over_handwritten']:.2f})  {_goal(h['pass_ratio'])}",
+        "",
+        f"Andrews' squeezing mechanism to a final error <= {ANDREWS_TARGET_ERROR:g} (max over "
+        "the 7 angles of |q(t_end) - q_ref|; loosest rtol = atol of a quarter-decade grid "
+        "reaching it):",
+    ]
+    for case, data in r["andrews"].items():
+        lines.append(f"  {case} (k = {data['k']:g}, c = {data['c']:g}, t_end = {data['t_end']:g}):")
+        for name, row in data["methods"].items():
+            label = "scipy Radau (lambdify)" if name == "radau" else f"mbdgen {name}"
+            if not row["available"]:
+                text = "n/a (not yet available)"
+            elif not row["reached"]:
+                text = "did not reach the target error"
+            else:
+                text = (
+                    f"{row['wall_s'] * 1e3:9.2f} ms  tol {row['tol']:.2e}  error {row['error']:.2e}"
+                )
+            lines.append(f"    {label:<26}{text}")
+
+    def val(x: float | None, fmt: str) -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    lines += [
+        f"  vabm / Radau (standard): {val(r['andrews_vabm_over_radau'], '.3f')}",
+        f"goal  Andrews: HHT or genalpha / Radau <= {GOAL_ANDREWS_RADAU_RATIO:g}: "
+        f"{val(r['andrews_implicit_over_radau'], '.3f')}  {_goal(r['pass_andrews_radau'])}",
+        f"goal  Andrews: HHT or genalpha faster than vabm: "
+        f"{val(r['andrews_implicit_over_vabm'], '.3f')}  {_goal(r['pass_andrews_vabm'])}",
+        f"goal  stiff Andrews: vabm / HHT >= {GOAL_ANDREWS_STIFF_SPEEDUP:g}: "
+        f"{val(r['andrews_stiff_vabm_over_hht'], '.1f')}  {_goal(r['pass_andrews_stiff'])}",
+        "",
+    ]
+    c = r["hht_cold"]
+    if c is None:
+        lines.append("cold compile, hht: skipped in the quick run")
+        return "\n".join(lines)
+    lines += [
+        f"cold compile, hht (generate + JIT + 1 step, empty cache): {c['cold_total_s']:.2f} s "
+        f"(generate {c['cold_generate_s']:.2f} s, JIT + first step {c['cold_jit_s']:.2f} s, "
+        f"{c['cold_numba_compilations']} Numba compilation(s))",
+        f"warm start, hht: {c['warm_total_s']:.2f} s; {c['warm_cache_hits']} hit(s), "
+        f"{c['warm_cache_misses']} miss(es), {c['warm_numba_compilations']} Numba "
+        "compilation(s)",
+        f"goal  cold compile with hht < {GOAL_IMPLICIT_COLD_S:g} s: {c['cold_total_s']:.2f} s  "
+        f"{_goal(r['pass_hht_cold'])}",
+        f"goal  warm hht start compiles nothing: {_goal(r['pass_hht_warm_cache'])}",
+    ]
     return "\n".join(lines)

@@ -66,6 +66,101 @@ def test_handwritten_stops_on_nan(weights):
         bench.handwritten_simulate(5, h=math.nan, weights=weights)
 
 
+def test_handwritten_hht_matches_mbdgen(module):
+    """The hand-written HHT step and ``method="hht"`` compute the same trajectory.
+
+    Both stop Newton when the estimated error of q̈ is below 1e-10 max(1, |q̈|) (|q̈|
+    up to 3e3 here), so they may stop at iterates 3e-7 apart in q̈, which moves q̇ by
+    γh 3e-7 ≈ 2e-10 a step; over 2000 steps 1e-7 in q, q̇ and 1e-7 of max |q̈|, |λ| bound
+    that (measured: 3e-9, 8e-9, 3e-9 relative).  Rounding decides a few matrix
+    refreshes differently, so the Newton counts agree to 2 % (measured 0.3 %).
+    """
+    steps = 2000
+    result = bench.mbdgen_hht(module, steps)
+    hand = bench.handwritten_hht(steps)
+    x = hand["x"]
+    np.testing.assert_allclose(result.t, hand["t"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(result.q, x[:, :4], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(result.qd, x[:, 4:8], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(result.qdd, x[:, 8:12], rtol=0, atol=1e-7 * np.abs(x[:, 8:12]).max())
+    np.testing.assert_allclose(result.lam, x[:, 12:], rtol=0, atol=1e-7 * np.abs(x[:, 12:]).max())
+    np.testing.assert_allclose(result.phi_norm, hand["aux"][:, 0], rtol=0, atol=1e-12)
+    assert abs(result.q[-1, 0] - bench.Q0[0]) > 0.1  # the crank turned
+    assert result.phi_norm[-1] < 1e-12  # index 3: on the constraint manifold
+    mb, hw = result.counters["newton_iterations"], hand["counters"]["newton_iterations"]
+    assert 2 * steps <= hw <= 3 * steps
+    assert abs(mb - hw) <= 0.02 * hw
+
+
+def test_andrews_equations_match_the_model():
+    """The reference's 7-angle equations (written from the problem) and the planar model
+    give the same accelerations, at rest and in motion with the stiff spring–damper.
+
+    The model's state in motion: q0 and a velocity in the null space of Φ_q (one degree
+    of freedom); the angles' rates and accelerations are the same linear maps of the
+    absolute angles' (:func:`bench.andrews_angles`).  Tolerance 1e-9 relative to the
+    largest acceleration: two formulations in double precision (measured: 1e-12).
+    """
+    from conftest import augmented
+
+    module = bench.andrews_module()
+    n = module.N_COORDINATES
+    q0 = np.array(module.Q0)
+    np.testing.assert_allclose(bench.andrews_angles(q0), bench.ANDREWS_ANGLES0, atol=1e-15)
+    phi_q = np.zeros((module.N_CONSTRAINTS, n))
+    module.phi_q(0.0, q0, module.P_DEFAULT, phi_q)
+    null = np.linalg.svd(phi_q)[2][-1]
+    qd = 50.0 * null / np.abs(bench.andrews_angles(null)).max()  # |angle rates| ≤ 50 rad/s
+    for case, velocity in (("standard", np.zeros(n)), ("stiff", qd)):
+        spec = bench.ANDREWS_CASES[case]
+        p = np.array(module.P_DEFAULT, dtype=float)
+        p[module.PARAMETER_NAMES.index("spring_k")] = spec["k"]
+        p[module.PARAMETER_NAMES.index("spring_c")] = spec["c"]
+        qdd, _ = augmented(module, 0.0, q0, velocity, p)
+        y = np.concatenate([bench.ANDREWS_ANGLES0, bench.andrews_angles(velocity)])
+        ref = bench.andrews_right_side(spec["k"], spec["c"])(0.0, y)[7:]
+        np.testing.assert_allclose(
+            bench.andrews_angles(qdd), ref, rtol=0, atol=1e-9 * np.abs(ref).max(), err_msg=case
+        )
+
+
+def test_at_error_takes_the_loosest_tolerance_that_reaches_the_target():
+    reference = np.zeros(7)
+
+    def run(tol):
+        if tol > 1e-4:
+            raise RuntimeError("step size too small")  # a failure is a miss
+        return np.full(7, 0.5 * tol)
+
+    found = bench.at_error(run, reference, target=1e-6)
+    assert found["tol"] == max(t for t in bench.ANDREWS_TOLERANCES if 0.5 * t <= 1e-6)
+    assert found["error"] == 0.5 * found["tol"]
+    assert bench.at_error(run, reference, target=1e-30) is None
+
+
+def test_error_control_probe_and_not_yet_available_goals(module):
+    """The hook's probe tells an error-controlled run from one that ignores ``rtol``
+    (a fixed-step method takes one step of the probe), and a goal whose method has no
+    error control is reported "n/a", not failed."""
+    tol = {"rtol": 1e-6, "atol": 1e-6}
+    assert bench.error_control_available("vabm", tol)
+    assert not bench.error_control_available("abm", tol)
+    assert not bench.error_control_available("hht", {"no_such_option": 1.0})
+    for name, options in bench.IMPLICIT_TOLERANCE_OPTIONS.items():
+        assert isinstance(bench.error_control_available(name, options(1e-6)), bool)
+    unavailable = {"available": False}
+    reached = {"available": True, "reached": True, "wall_s": 0.1}
+    cases = {
+        case: {"methods": {"hht": unavailable, "genalpha": unavailable, "radau": reached,
+                           "vabm": reached}}
+        for case in bench.ANDREWS_CASES
+    }  # fmt: skip
+    goals = bench.andrews_goals(cases)
+    assert goals["pass_andrews_radau"] is None and goals["pass_andrews_stiff"] is None
+    assert goals["andrews_vabm_over_radau"] == 1.0
+    assert bench._goal(None) == "n/a (not yet available)"
+
+
 @pytest.mark.slow
 def test_run_quick():
     results = bench.run(quick=True)
@@ -103,6 +198,15 @@ def test_run_quick():
         assert isinstance(results[key], bool), key
     text = bench.report(results)
     assert "hand-written" in text and "lambdify" in text and "warm start" in text
+    hht = results["hht"]
+    assert hht["max_abs_q_difference"] < 1e-7
+    assert hht["mbdgen_us_per_step"] > 0 and hht["handwritten_us_per_step"] > 0
+    for case in bench.ANDREWS_CASES:
+        rows = results["andrews"][case]["methods"]
+        for name in ("radau", "vabm"):
+            assert rows[name]["reached"] and rows[name]["error"] <= bench.ANDREWS_TARGET_ERROR
+    assert results["hht_cold"] is None  # measured by the full run only (~20 s)
+    assert "Andrews" in text and "cold compile, hht" in text
 
 
 def test_scale_table_reports_compile_time_and_module_size():
