@@ -1243,8 +1243,8 @@ GOAL_ANDREWS_STIFF_SPEEDUP = 10.0  # vabm / HHT on the stiff problem, at least
 #: keywords ``simulate`` refuses, or ignores (a fixed-step run, see
 #: :func:`error_control_available`), is reported as not yet available.
 IMPLICIT_TOLERANCE_OPTIONS: dict[str, Callable[[float], dict[str, Any]]] = {
-    "hht": lambda tol: {"rtol": tol, "atol": tol},
-    "genalpha": lambda tol: {"rtol": tol, "atol": tol},
+    "hht_adaptive": lambda tol: {"rtol": tol, "atol": tol},
+    "genalpha_adaptive": lambda tol: {"rtol": tol, "atol": tol},
 }
 
 
@@ -1557,10 +1557,14 @@ def andrews_goals(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """
     std = cases["standard"]["methods"]
     stiff = cases["stiff"]["methods"]
-    implicit = [t for t in (_seconds(std["hht"]), _seconds(std["genalpha"])) if t is not None]
+    implicit = [
+        t
+        for t in (_seconds(std["hht_adaptive"]), _seconds(std["genalpha_adaptive"]))
+        if t is not None
+    ]
     best = min(implicit) if implicit else None
     radau, vabm = _seconds(std["radau"]), _seconds(std["vabm"])
-    hht_stiff, vabm_stiff = _seconds(stiff["hht"]), _seconds(stiff["vabm"])
+    hht_stiff, vabm_stiff = _seconds(stiff["hht_adaptive"]), _seconds(stiff["vabm"])
     ratio_radau = best / radau if best is not None and radau else None
     ratio_vabm = best / vabm if best is not None and vabm else None
     speedup = vabm_stiff / hht_stiff if hht_stiff and vabm_stiff is not None else None

@@ -146,12 +146,14 @@ def test_error_control_probe_and_not_yet_available_goals(module):
     assert bench.error_control_available("vabm", tol)
     assert not bench.error_control_available("abm", tol)
     assert not bench.error_control_available("hht", {"no_such_option": 1.0})
+    assert bench.error_control_available("hht_adaptive", tol)
     for name, options in bench.IMPLICIT_TOLERANCE_OPTIONS.items():
         assert isinstance(bench.error_control_available(name, options(1e-6)), bool)
     unavailable = {"available": False}
     reached = {"available": True, "reached": True, "wall_s": 0.1}
     cases = {
-        case: {"methods": {"hht": unavailable, "genalpha": unavailable, "radau": reached,
+        case: {"methods": {"hht_adaptive": unavailable, "genalpha_adaptive": unavailable,
+                           "radau": reached,
                            "vabm": reached}}
         for case in bench.ANDREWS_CASES
     }  # fmt: skip
