@@ -452,6 +452,7 @@ def simulate(
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
     p = parameter_vector(module, params)
+    n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
@@ -544,7 +545,10 @@ def simulate(
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
             "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
-            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
+            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p[:n_params]), strict=True)),
+            "initial_states": dict(
+                zip(getattr(module, "STATE_NAMES", ()), map(float, p[n_params:]), strict=True)
+            ),
             **stepper.info(),
             "status": "finished",
             "message": MESSAGES[OK],
