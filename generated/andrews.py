@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6d3892cecf9dca18f74c8e4dfe620503358acfb5f138deb39ea5b152cd1519ab"
+BODY_HASH = "ce4c00db29c8520f69ca7ca4a21b8ce3bc41f842b88467c43187e9c2ab7e2a25"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -44,43 +44,48 @@ N_CONSTRAINTS = 20
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 62
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 16
 
-# 2840 characters of compressed tables (grows with the number of elements).
+# 2896 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWn9wFNUdPy4EkiWAkZi2QBUTjChnyO3t7Qa0WfeSzf2YXO5u7wqVHz2QoCRywAQV4jjTmYiiBawYRhAFUWai"
-    "IzoKONVxHNdfQ4eZ/tPRsT8YZdpOQ5uxHWutdRimdvftd9/dfu8ee2SStrTcH/t57/v5ft+P736/7719c71TPeS3"
-    "YkVDKNFxWzbarWqZqGJgh/qDBl9D78a7RaHBt0Lyta5a5QOlbiWupg3yHoNtNUjBn+cSnZ1pNZMuNM2T6ehytZhq"
-    "T3SnM5oS7c4Utez3B0EloXVEu5WMWqzSavWutmSjSceIeSpPOeQBKteKxmJI40o6nU0m0qVttBI2/mxYiceVbKoD"
-    "2Qn2GKgGW8ExeMEnUHnKIQ9QeeFAqHYyEjU6uWBHlkqXEi+h5HcqYZp2o5XonGd5QfRhDbaCwwuF8pRDLlJ54UCo"
-    "lOWFggbZXhBtV/ElvSBCJhi0VqLzQLYzobWrxV7w+xYjDbaCwwt+n0TlKYc8QOWFA/HbUq2EVMBt5+Ul2xZKti2U"
-    "bLtLjaslcriVd9BaYplj1ot9Tj5zW1J1KhCaerU90VVIIxa17mAvaFrakkY0Mg3wThoZO+kLGzNsySpUwrjFySLj"
-    "AhbZ8f48hYyASiqa8eYyqla8vgctb+TTqvSM8nzpOVk8shWFAs7KR6QhFSmg5gsVEGW3nu1QO5Xvd2UM6o4Nm9YA"
-    "aQ0r1eKQgjtSHSXFmqq0Z6KJ7uJ9CHbBpWpXoj2aKd4led7IqVWTrP3W4wX85iJ/FWA3eYz2lWA3ZYz2cF7wVI3R"
-    "vhrsuDHaTwO7mjHaTwe7GWO0v31Tz4CfM588eQbIUyDPIHmK5ClB+54K5PBqNIGZgFci/YvFhJH8XMJYi7mkWUqa"
-    "pZBZCpkllQ+YZRNITbBqglUTrZpo1pSgWTGeRjlsFsNEKhGpZJYjZjFilIgvsts4CwcAN6/vtfwDDA8MT5kAMAFg"
-    "ApQRgBGAESgTBCYITJAyIjAiMCJlJGAkYCSTwQmIEwonCA54HMA4IHGA2b9/d792XF0BWIvibBZgnWd8fv8v88Pj"
-    "t9u/CnA24Jxxsneb57cAvw34HdTO9YALAG8AvBFwEWALoB+Qd3m/rPfIel9u72Uysr9inP3vRf1MKTN+3eKP5deF"
-    "gAJgEFAElMrs3y2fJjp/7PiqR/Flx9t3AecCXgN49f/I+Gcx4qwexdlc1N7VqL15gNcCNgA2As4HvA6wCcWRD/Am"
-    "wGbAgEucXez6fLHrNkuf9T5Z+qz3yXr/rPZZ6wyrfbyeVaF28fp1qcczjgccF5PQ/Cah+U1mnGsrx2m/L3c/x3no"
-    "tg9OdJ5ej/JyESNveZS3eN9dAngzYCvgYsA2QBnwFsDvMfY3HM81E3Q+Ha92JMa8sV/wvFnt1THOE6zxYv2yP/i4"
-    "BJfkQuYnlvlhZX5OGV9RXNj4aOIi3JbN/b0b7+R6+nvvXef5D/28DJzMWAm9yJNeFEleFFFeFFle5EkvYyXFJ8GJ"
-    "+iKZ5OIHN/0KRobhiBurfApDbyrDrmqc+p2o8bD8XMmoY/vKMuvTXOq1jPoMhNNc6nUIa13qHpe4qyhzhZxSpt+r"
-    "GTsr3mHdTiL4ROJ2MsE79KzL7//y+78Eb4b+28eZ25SDK1YbY3CxmgOMwXVqDjAGl6g5wBhcneYAY3BhmgOMwTVp"
-    "DjDGJbJbereR54D57CPlvgEuSeRJIk8SeZLIQ0QeIvIQkYeI3DgVEcZCqPdBnfAC8ALwAvAC8CLwIvAi8CLhlSCh"
-    "CVi1PqtmcGFChQkTJkTYspEsG8mykSwbiXARQkUIEyFEhMitcxwhaTEv7ctL87p32YW1dmFDy+Wl8fLSeKGjpofh"
-    "j0qGPss/VS6XNix93J6bfTXyH7ZnXQLhy59ahj3rUmiGy+XQNIY+Hg/rsrrO5TKplqGPx4vtWfmN86p2nOw8ZV7+"
-    "eMvMR1Z+4vdW6fJJ4fZp4faJwcpvt3x3y3/WeoDXBdb64LZesNYPHDes9cRtfcHYJT2irP7DYfntZ2Yv+mT+sLzm"
-    "qS3K3jvfa3vmFt9HB0Zy8vDZ0UFt/8G2bT96a9nLXfvlz9LP3/EA93Hba0Pvpr4YvV9e/8SB+0YrjrTJwR++Ga05"
-    "Ll/12eurKrf/sYh/S/706NKml+RRbeG6+2u+bMNx95uRk19uv65bt+uHah59fNnZbfZdlmd5z81nErt30Pqx5F0H"
-    "tj79nL5T4n9y/t3DcuOzN53VVj6on6wfnLu3ZUi25vUYbc/mr9z9l3n3Dj+mY97+rR4Kjl47e3cRD3La/+/Pxxd0"
-    "vHNMnz685uuH99+uvx/+YG/kuX36mQ1b1t733qAe+O2+cwPpPbJdt+18C+Mx5fWtMrb/1U8XnFCaHtF35Hbyc3r6"
-    "ad03+M3LPT8b1sGOtvPhjuYXNj35gLz6r50je+SIPPCnJn/VS7tk00v7Nh63xnn82K22/uMr/9l+7s8n5B8Pr/z1"
-    "h/XdcuOnJ3wH9en6yNdHHvpq/yu6h4t99dS6fn3rzNXzoy28bMvbfimdbvIP6bvCp9tqzu2Vl6y95x/xxk/ka5Ye"
-    "WfD+F4f0wVv3HD35xsNyfLY+su+NEbm69e0dp5Wj+vlTyzd8PnWPPOcX9b8733JGfv61nen+JQf1gZ/f/eKuvz+o"
-    "t29+9JQ673P50AfiUN2pY/qc1Myth+c9JDdG12/XXv2b7LlEfolm6xow1GxdASrBZuv+T5Garcu/JGhYyJsHW1Qi"
-    "14JUZpXINSGVWSWRC0PjYdCJQB8WivC3i2yP/ccLWtq8vhfKPOV5yvMFfIDyAcoHCniB8gLlhQI+SPkg5YMFvEh5"
-    "kfJiAS9RXqK8ZPH/AgljKjM="
+    "eNrtWn9wFNUdPy4EkiOAkZi2QBUTjFTOcLe3txvQZt1LLvdjcrm7vSsgPzyQoCRywAQV4jjTmYigAlYMUygWpDIT"
+    "O0WnAo46juPWH0OHGf9x7NS2jDKtY9CM7VhrrcMwtbtvv/vu9nv7skcmaUvL/bGf976f7/f73n7f9/3YN7ezykV+"
+    "K1c2hJLtt+diXWElG5M1bA8vb/A29Gy6V+AbvCtFb8vq1V5Q6pIT4YxG3qexLRrJ+wtcsqMjE85mik0LZCa2IlxK"
+    "tSW7MllFjnVlSzz7/UFQSSrtsS45Gy5VaTFaD/tysZSlxxyVpy3yAJUrJX3RpAk5k8mlkhl7G8XGxp+LyImEnEu3"
+    "Izve7APVYCtYOs97eSpPW+QBKi/uCNVORWNaI6M2ZKh0ygkbJb9VCdO0GcWmcY4VBcGLNdgKligUy9MWuUDlxR2h"
+    "UlYUihyyoyCYoeJsoyDATNBoxabxQK4jqbSFS6Pg9y5GGmwFSxT8XpHK0xZ5gMqLO+I3pYqNlMe+C3Jb37ytb97W"
+    "d2c4EbaZwy2chVaSyyxvvdhr5bO3p8JWBULTqLYlO4tpxCLvFnZU09Esl2NLn4VElgZJ5wIyDXBWGhlb6dGNGbZk"
+    "/bIx9llZ214TFtlx/gKFjIBKyYo25tmwUrozBI04Fiak/RsVePt3MnhkK/BFnDGTkYZYooDcFysgyvSeaw93yD/o"
+    "zGrUXRs3rwXS6FbaZ5FCONLttmIlLLdlY8mu0h0M9s9MVt/fFP1Rmjc+GxXbISxWcXbi6GO5ow/GBFga7ky2xbKl"
+    "pwWOM9aW5dYoaVarJxmHEZcb8JtL/FWA3eQx2leC3ZQx2k8Fu6ox2leDnWeM9tPArmaM9tPBbsYY7e/c3N3v9+hP"
+    "jjwD5MmTZ5A8BfIUwb+rAgW8Gr3ATMCrkf6lYlJLL09S26g8Kb2U0kshvRTSS2EuoJd1IDXeqPFGTTBqgl6Tg3pF"
+    "e2rliF6MEKlIpKJejurFqFYischt9xjYD7hlQ48RH2A4YDjKBIAJABOgDA8MDwxPmSAwQWCClBGAEYARKCMCIwIj"
+    "6gyegHhC4QmCEx4nME5InGDm79/drplXVwHWojybBVjnGp/f/8v74f6b/q8BnA04Z5zsnd7zW4DfBvwO8nMj4ALA"
+    "7wHeBLgI0AfoB+Qcxpc1jqzxchqXycj+qnGOvxu1M6XM/HXKP1ZcFwLygEFAAVAss32n+TTR88fMr3qUX2a+fRdw"
+    "LuB1gNf+j/R/FiPP6lGezUX+rkX+5gFeD9gA2Ag4H/AGwCaUR17AmwGbAQMOeXap6/OlrtssfdZ4svRZ48kaf5Z/"
+    "1jrD8o/XsyrkF69fl3s+43zAeTEJvd8k9H6TGefaynHa78vdz/E8dNoHJ3qe3ojm5SLGvOXQvMX77hLAWwBbABcD"
+    "tgJKgLcCfp+xv+F8rpmg8+l4+REZ743jgt+b5a+OcZ5g9Rfrl/3B50l6Up6Q/omlf1jpn1PaV5Qnon00eaKerVv6"
+    "ejbd7enu67l/ves/9HMzcDJjJXSjSLpRJrlRRrlRZrlRJN2MlRSfBCfqi2SSQxyc9CsYMwxn3FjlUxh6Uxl2VePU"
+    "7kT1hxXnSkYd21eWWZ/mUK9l1GcgnOZQr0NY61B3OeRdRZkr5JQy417N2FnxDut0EsEnEqeTCd6hZ10Z/yvjfxne"
+    "DP239zO/OQ9XrCbG4WI1DxiH69Q8YBwuUfOAcbg6zQPG4cI0DxiHa9I8YNyTzG3t2U6e/fqzl5R7+z0pIk8ReYrI"
+    "U0QeIvIQkYeIPETk2qmIMAZCvRfqhOeB54HngeeBF4AXgBeAFwgvBwlNwKj1GjWNixAqQpgIISKGjWjYiIaNaNiI"
+    "hIsSKkqYKCGiRG6c4whJiwVpb0Fa0L3HLKwzCxt9V5bGK0vjaEdNFyMelQx9VnyqHC5tWPrYn5N9NYoftmddAuHL"
+    "n1qGPetSaIbD5dA0hj7uD+uyus7hMqmWoY/7i+1Z8xvPq9pxsnOVefnjLnM+suYnHrdKh08Kp08Lp08M1vx2mu9O"
+    "85+1HuB1gbU+OK0XrPUD5w1rPXFaXzB2io/Kaz4+Kr3+9OxFH8wfktY+tVXef/ebrU/f6v3NoeG8NHR+ZEA5eLh1"
+    "+w9fW/Z850Hps8yzdz3k+W3ri4NvpL8YeVDa8ONDD4xUHGuVgne8Gqs5KV3z2curK3d8UsK/Jn14fGnTc9KIsnD9"
+    "gzVftuK8+8Pw6S933NClmvUjNY8/uez8dvMuy7Wi+5Zzyb27aP1E6p5D2376jLpb5H508Y2jUuPPbj6vrHpYPV0/"
+    "MHe/b1Ay3usJ6s/kr977l3n3Dz2hYt78rRkMjlw/e28JD3La/kcXEwvaf3VCnT609utHDt6pvhV5e3/0mQPquY1b"
+    "1z3w5oAa+OOBC/2ZfZJZN+28CxNx+eVtErb/3UsLTslNj6q78ru5Od19tO4d+Ob57l8PqWBH/by3q/nnm3/ykLTm"
+    "rx3D+6So1P9pk7/quT2SHqUDm04a/Tx54jZT/8lV/2y78OdT0mNDq37/Xn2X1PjhKe9hdbo6/PWxnV8d/KXq8sS/"
+    "emp9n7pt5pr5MR8nmfLW98WzTf5BdU/kbGvNhf3SknX3/SPR+IF03dJjC9764og6cNu+46dfeURKzFaHD7wyLFW3"
+    "vL7rrHxcvXhmxcbPp+6T5rxb/6eLvnPSsy/uzvQtOaz2v3PvL/b8/WG1bcvjZ8LzPpeOvC0M1p05oc5Jz9x2dN5O"
+    "qTG2YYfywt8k12XySzYb14ChZuMKUA42G/d/sthsXP6lQMNATj/YohK5FqQyo0SuCanMKAmeCDiPgE4U2jBQgL9d"
+    "5LrNP17Q0pYNPVDmKM9RniviA5QPUD5QxPOU5ynPF/FBygcpHyziBcoLlBeKeJHyIuVFg/8XdKx7Pw=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -98,6 +103,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -116,6 +122,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 7
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1474,6 +1488,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1554,6 +1574,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1561,6 +1587,48 @@ def reactions(t, q, lam, p, out):
         _e1_reactions(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_RR, k, out)
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7902a5b359eac1680ec131d530583f517b1bb3b66d50b5679406ee85d8f56ccf"
+BODY_HASH = "651f5d5ca4ea1fdb51ccdf80d3cf131263e7625d7bafdf3ec4e63f35bb470934"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
@@ -37,6 +37,11 @@ N_CONSTRAINTS = 1
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 3
+N_STATES = 0
+STATE_NAMES = ()
 COORDINATE_NAMES = ("x", "y", )
 VELOCITY_NAMES = ("x_d", "y_d", )
 PARAMETER_NAMES = ("m", "g", "l", )
@@ -44,6 +49,7 @@ CONSTRAINT_NAMES = ("phi[0]", )
 P_DEFAULT = np.array([1.0, 9.81, 1.0], dtype=np.float64)
 Q0 = np.array([1.0, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 6.0], dtype=np.float64)
+X0 = np.array([], dtype=np.float64)
 # A generalized-coordinate model has no joints: no reaction rows.
 N_REACTIONS = 0
 REACTION_NAMES = ()
@@ -67,6 +73,14 @@ GAMMA_Q_ROWS = np.array([], dtype=np.int64)
 GAMMA_Q_COLS = np.array([], dtype=np.int64)
 GAMMA_QD_ROWS = np.array([0, 0], dtype=np.int64)
 GAMMA_QD_COLS = np.array([0, 1], dtype=np.int64)
+STATE_RATE_Q_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_Q_COLS = np.array([], dtype=np.int64)
+STATE_RATE_QD_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_QD_COLS = np.array([], dtype=np.int64)
+STATE_RATE_X_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_X_COLS = np.array([], dtype=np.int64)
+FORCE_X_ROWS = np.array([], dtype=np.int64)
+FORCE_X_COLS = np.array([], dtype=np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -187,6 +201,36 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[0] = 2*q[0]
@@ -244,6 +288,30 @@ def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[0] = -4*qd[0]
     out[1] = -4*qd[1]
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2bf5a9c70d6edd5bf1aef9b79ad9a60d2b7332043e5ed72d2cee1464100a6880"
+BODY_HASH = "531536e3f308085d7229bc41012f98132045b761a824544bea65c88927cc5673"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -41,6 +41,11 @@ N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 3
+N_STATES = 0
+STATE_NAMES = ()
 COORDINATE_NAMES = ("x1", "y1", "th1", "x2", "y2", "th2", )
 VELOCITY_NAMES = ("x1_d", "y1_d", "th1_d", "x2_d", "y2_d", "th2_d", )
 PARAMETER_NAMES = ("m", "L", "g", )
@@ -48,6 +53,7 @@ CONSTRAINT_NAMES = ("phi[0]", "phi[1]", "phi[2]", "phi[3]", )
 P_DEFAULT = np.array([1.0, 5.0, 10.0], dtype=np.float64)
 Q0 = np.array([0.0, 2.5, 0.0, 0.0, 7.5, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=np.float64)
+X0 = np.array([], dtype=np.float64)
 # A generalized-coordinate model has no joints: no reaction rows.
 N_REACTIONS = 0
 REACTION_NAMES = ()
@@ -71,6 +77,14 @@ GAMMA_Q_ROWS = np.array([0, 1, 2, 2, 3, 3], dtype=np.int64)
 GAMMA_Q_COLS = np.array([2, 2, 2, 5, 2, 5], dtype=np.int64)
 GAMMA_QD_ROWS = np.array([0, 1, 2, 2, 3, 3], dtype=np.int64)
 GAMMA_QD_COLS = np.array([2, 2, 2, 5, 2, 5], dtype=np.int64)
+STATE_RATE_Q_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_Q_COLS = np.array([], dtype=np.int64)
+STATE_RATE_QD_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_QD_COLS = np.array([], dtype=np.int64)
+STATE_RATE_X_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_X_COLS = np.array([], dtype=np.int64)
+FORCE_X_ROWS = np.array([], dtype=np.int64)
+FORCE_X_COLS = np.array([], dtype=np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -293,6 +307,36 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     _c0 = (1/2)*p[1]
@@ -397,6 +441,30 @@ def gamma_qd_values(t, q, qd, p, out):
     out[3] = -_c3*math.sin(q[5])
     out[4] = _c2
     out[5] = -_c3*math.cos(q[5])
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

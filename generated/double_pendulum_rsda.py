@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "eeef3a0798521a0a535d6b686446608bad0a1aafbcccfd2e2f9bc3e7a3726557"
+BODY_HASH = "9700b9106a8056dd4edcd5ee9f91f22e055cf1fae2a11b5141a7476bcde7fe99"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -45,24 +45,29 @@ N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 20
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1160 characters of compressed tables (grows with the number of elements).
+# 1216 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq9Vktz0zAQTk1KIbwfd2YCxwwTK04mnBKTOOBOEsePAiXT8WRoSdMXTBuY5gdw5h/wL5jhBj+FOxeOvYFrbWRr"
-    "LcVJhqKDV9rv29VqLa10tpYJW7+ff2o1N32zazieqQeyabzKF/Kjo3FFyxf6pFDd2ioAqat3DDcAPwRoNQBVNcKs"
-    "Vss1PDduGoGu+dpIQg2r63qObna9hOfSE2BYTtPs6p6RYJTp3EbRN3tcvITpbU5fYnonEUmg7eiu6/csV2zjCGxU"
-    "/5ne6ei+3UR2agEz5AQueLWgMb3N6UtMHw9EnWp7z81gkpkTUUpb7whIyA+GWVCOYHIiz4KGGHKCOAsEZ6HC9MJA"
-    "5FnQeIo4C4QnYbg6hUVZKPkty2kYoixghpyAslBieluiFwYiCk+Th6chhpwgDk+T/CRNGJ4mDK+Mz3CJ6W2JXnAe"
-    "y8JT2jY6hqDAVMoc7Fgv46uuFnhrb7PH1S+6F1hOG1Y7jmo8inxz6ExTsSU7bsi0wqPIlkNnmootw/IoMC3yKLKN"
-    "ocIpQ0Q4X093gj/mGU7y0qnSXxeddqHrCBb7D2FkqZIYRosEYiQJyHucgKCpd79ptPSNthdAbw/eDcCOpsoucloa"
-    "q90UaR1Db3im1U3enXR3vjDaVsP0krd2JThFWxloKyD/LNgUsLu0pP3B6GhfzZ1/SQa5wnJ3dDTcUYO9lIOeCj3C"
-    "dCTQhR790xyVE5Dvd0d0FkAIIOQcwUnAi0rDsyBXM7Pbv7LHY2x/GeRayvxp/ufNS9p60vArIK+CzIG8tmT+lAXz"
-    "PG8e0+KU5e86yBsgb6asK7vg/kvDb4G8DfLOknmVxXUX5D3kB+uXnS8rqQix4gE1AcpA7vhke6CGX5IbHg8+jsYT"
-    "n7LjI5KZsykSmUW8RcfLFgi80dPGygXbK3P6k61Tkfzgi/a/bGGel0/vnkO4g9bhxjkEuQ6b1j8ZnUbdCevuRdo9"
-    "0JKISyIuibgk5Ibb398H+QbkeHdnPCjSUwEgAZBMwWFwPw79yf9KvJJyM2H71ZSKubpgvDjulZSNp6S8Ufj1/a5t"
-    "hO1rTTzG7ed3NK7NxOuf67Rzvz6XPmgPPv2yv315+EPsf9rOapml2nS+R3W6bx/Tkks3ZnJA4Knmb08fa6wXPMqg"
-    "TxhOGE4o/hezAUbn"
+    "eNq9Vktz0zAQTk3KI7xfZ2YCxwwTK04mnBKTOOBOEsePQkun48nQkqYvmDYwzQ/gzD/gXzDDDX4Kdy4cuYFjbWxr"
+    "LUVJhqKDV9rv29VqLa10/0ombFtb+adWc9M3u4bjmXogm8ZGvpAfHo8qWr6wRQrV7e0CkLp6x3AD8H2AVgNQVWPM"
+    "arVcw3OTpjHomq+MNNSwuq7n6GbXS3kuPQGG5TTNru4ZKUaZzm0UfbPHxEsivc3oS5HeSUUSaDu66/o9y+XbOBwb"
+    "1X+mdzq6bzeRnVrADDGBCV4taJHeZvSlSJ8MRJ1qe8/NYJKZE1FKW+9wSMgPhqOgHM7kRJwFDTHEBH4WCM5CJdJz"
+    "AxFnQWMp/CwQloTh6hTmZaHktyynYfCygBliAspCKdLbAj03EF54mjg8DTHEBH54muAnadzwNG54ZXyGS5HeFug5"
+    "57HMPaVto2NwCkylzMCO9TK56mqBtfY2e0z9onshymnDaidRjUWRbwadaTrLcgNbFhkQWVIwOqjItMKiyJZBZ5ry"
+    "LcPCyjEtsig34hDlThki3Pl6uhP8a89w0tdVlf70uE5wXccw338II0uVJDBaXhAjTUDekwQETb37TaOlr7e9AHpz"
+    "+LYPdjRVdpHR0ljtJk/rGHrDM61u+tal+9r1JheuM/mkN0uRQ+H+uyRF7kTqY0PqQ7DrXxhtq2F66ddLhVaTDTZF"
+    "gdF2BtoKyD8LNgXsLixpfzg8PlBzky/JIFdY7g2PB7tqEHUOeir0SKQjgS706J/lqByDfLc3pLMAQgAhEwQnAS9K"
+    "hmdBrmZmt39lj8fY/iLIS5L5Zf7nzYtsPTL8Mkh4qGdyIK8umT9lwTzPm0dZnKL8XQN5HeQNybqyC+4/GX4T5C2Q"
+    "t5fMqyiuOyDvIj9Yv+x8WUFFSBQPqAlQBnInpzt9NfyS3OCk/2E4GvuUnRyRzJxNEcgs4i06XrZA4I0uGyvnbK/M"
+    "6U+0TkXwg8/b/7KFeV4+vXuO4A5agxvnCOQabFr/dHgWd8dRdz/W7oOWxFwSc0nMJSE33P7+AcjXIEd7u6N+kZ4K"
+    "AAmAZAoOgvtx4I//V+IVyc2E7VclFXN1wXhx3CuSjadI3ijs+n7V1sP2pcYf4/bjGxrXZuL1T3XauVefSx+0Bx9/"
+    "2l8/P/zO9z9tv2uZpdp0vkd1um8f05JLN2Z6QOCp5u9MH2tRL3iUQZ9EOIlwQvG/8uqW9A=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -80,6 +85,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -98,6 +104,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 2
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1327,6 +1341,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1411,6 +1431,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1418,6 +1444,48 @@ def reactions(t, q, lam, p, out):
         _e1_reactions(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_RR, k, out)
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6d19f0ff87d9bb1ab6d91abd2064e7ad98863d1ba8272c8e4fc3246e3309ee43"
+BODY_HASH = "78a2e744bd896982cd2381a4e453a1b706cfa3cfa68ca63c6910e2250158a6ca"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -43,26 +43,31 @@ N_CONSTRAINTS = 9
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 24
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 7
 
-# 1356 characters of compressed tables (grows with the number of elements).
+# 1408 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrdV0lv00AUTt2F1uw75yIhDhGKk7QKpzBeCq6SOLHNWlUWKkWUrgoUyI2fwW+AAyfOICEhIX5ALxx65AaCHpAQ"
-    "Anu2eF5mmqUICebg9+b73nvz5s0mb49lcJubmzQ9+2bk1hw/dFEsbefGZHZyae3hdHEyO1fIlubns9SohqpOEJOb"
-    "MVuKyXyuzXkzM4ETBmnXNhm4t5xOyvJqQegjtxZ2RC6WqIXn224NhU6HRWkaWzi5yK0L+eY53hDwAsf9jkxitIqC"
-    "IKp7gdzHl/gY0WVUraKoYQO/PMuBW6gNhOTz2SLHGwLOhxSS51HqV9x4kF0HIiYVVJUYGaIRpHlSvmTwvLoKRWCh"
-    "NpBXIQ+rMM1xaSLqKhRFE3kVQBxIlxgtq0JBnIKRbeMNAS9wPB3FYKhsaCPLaV/iVHGqjuQEFYoC7XvX0zFLLEFK"
-    "hzfrwgElk53xfMtJVtbyKmk2J7IgtsDu6ir35PsJuBp5kQbOIr27s8IX3wFIlTRnpVljFvhdbDPAhzB15MerFjp+"
-    "x+oZU2Svt7e0fD5tXj4jwgPf/FSKI2cBWBQ6DED4tAGgWPTIdmbQ1UoYU3dX1m9TkuzKRk5ASTUatgz1HWSFrlfr"
-    "KNE0GeeaU/EsN+x8nIxcPNa8Rp65zDCVv/psI9RvdEB/+sxm9g3ov9C8vbasL6xvbqwsNvXm+sLyYjMD5jQG+lCi"
-    "eIvqKL4vdDPRzESzEs1KNDvR7ES701x6tBj38JjRE53IFpUb95ZYHglHtRbXEp7kF9NUaTElJuFKwMrCSrE2RGW/"
-    "/uOZ3trfiq9Tub9HnsWfUPAnqDxJ5SkqT3eZX7d5jPWZv9ZjPQfNt9/1mPhD/geoPEjlISoPU3mEyqNUHqPy+IDz"
-    "6TdPDdjvdb4w3yHFOL3Gg/tlr/WEeQz1eJ5ZXmdA3rKbVUe6qVu6Ta7CzIBNU8gRxUmEmQ71eWNpAB/ukseooj8K"
-    "8oD9ccWNocpnWLEjRxTjwh31r+f/p1+YvcZ5rD+8Z+Toc75K5Sx/wFe5Nsue7VWmzOooerD0BH9byfc+1u+3dBPj"
-    "JsZNjJsYtzBuYdzCuIVxG+M2xm2MJ9/W/7LWmmKcjGK80R5v22HF+OMKe7j20F71mmiKeqrwTI+vh9Zj3butQ7d1"
-    "Ua0TXC/FGbskdr+Ur+L2qsz6RH7i/RfPk7Zdlldj+zXoA7vvgP8O+B3QHwf57XSJT9vTn+W591Mvt7a+lRfOf3im"
-    "nftM7N6MXWL4x6fvTgZnf5Th/FldmB2J95XN/zXDyd/KW46jC+R9tS/Ql9WkQCzpk2ulNGqEn11iSH9CojvsN4Rr"
-    "8b9EorNfkZTeSunEiv2QtNVWW8UmvwF3uHDE"
+    "eNrdV0tv00AQTt0HxbzfnIuEOEQoTtIqnML6UXCVxIltIFBVFipFFChF4ZkbP4PfAAdOnEFCQkL8AC4cOHIDAQck"
+    "hMDeV7yT3ThJERLsITP7fTOzs7Ov+Oe2HG7Ly3OmZ1+M3Ibjhy6Kpe205/Jz67fuLpTn8sulfGVlJU+NGqjuBDF5"
+    "L2YrMVks9DhvcTFwwiDt2iMD95LTT1leIwh95DbCvsjlCrXwfNttoNDps6gsYAunELlNId8ix1sCXuK435dJjNZR"
+    "EERNL5D7+BIfIzqD6nUUtWzgV2Q5cAu1gZB8MV/meEvA+ZBC8jxK86wbDzJwIGJSQ3WJkSEaQZon5UsGL6qrUAYW"
+    "agN5FYqwCgsclyairkJZNJFXAcSBdIXRsiqUxCkY+R7eEvASx9NRDIbKhjbynPYlTjWn7khOUKks0L53IR2zwhKk"
+    "dHixKRxQMtlFz7ecZGUtr5ZmCyILYgvsQNdBnu1Bnm25J9+JwNUoijRwFunBzgpffHsg1XQ5K80as8DvVI8BPoRp"
+    "Ij9e79Dx+9bdmCenpHcY5PPp8fIZER74FudTHDlFwKLUZwDCpw0AxaJHtrOIztXCmLp6c/MyJcl+bhUElFSjZctQ"
+    "30FW6HqNvhItkHGCMHlX/ORHtcVFE+nqpU2yg2TGaGfGUOz9807Ns9yw/5E2CqRybbFGsdeKRv4D5Cap/DVim6J+"
+    "02P6z1C/bWP6r3Yu37qhr27eu31zraN3NldvrHVyYE4zoA8liiuho/gy1c1EMxPNSjQr0exEsxPtSmf9/lrcw2NG"
+    "D3Uiu1TevrbO8kg4qnW5lvAkv5imSpcpMQlXAlYWVoq1CSpH9Z/NDdf+Vnydyh1D8iz+dgV/kMpDVB6m8kjG/LLm"
+    "MTNi/tqQ9Rw331HXY/sf8t9J5S4qd1O5h8q9VO6jcj+VB8acz6h5asB+q/OF+U4oxhk2HtwvW60nzGNiyPPM8joK"
+    "8pbdrDrSTd3SbXIV5sZsmkJOKU4izHRixBtLA/hkRh7Tiv40yAP2ZxU3hiqfScWOnFKMC3fUv57/n35hthrngX73"
+    "mlGgz/kGlUv8Ad/g2hJ7tjeYsqSj6M76Q/zbTX6vY/16VzcxbmLcxLiJcQvjFsYtjFsYtzFuY9zGePLb/V/WWlOM"
+    "k1OMNz3kbTupGH9WYQ/XHtqrXhNNUU8Vnhvy9dCGrHvWOmSti2qd4Hopzthpsfu5eg6351XWJ/Ij7z99krQPVXk1"
+    "PrwAfWD3HfDfAf8N9GdBft8y4tP26Gd1+c38s3fvvlZXT7x9rB3/ROxezpxm+PtHrw8Fx35U4fxZXZgdifeFzf8F"
+    "w8nXyiuOo5PkfbVP0pfVpEAs6ZNrpTRqhJ9dYkg/QqIr7DOEa/G3RKKzT5GU3k3pxIp9kPTUbk/FJr8BGt7B0A=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -80,6 +85,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -98,6 +104,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 3
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1124,6 +1138,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1202,6 +1222,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1211,6 +1237,48 @@ def reactions(t, q, lam, p, out):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

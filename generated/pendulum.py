@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2fe17315c1ccdbd3b702104402205d1f73475ca6b05361bc1f9b268156f2264f"
+BODY_HASH = "0d9c13b480fb4ffde6b0b95b690494e74c8da76fa35411f4174fff62e240e7b8"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
@@ -39,6 +39,11 @@ N_CONSTRAINTS = 2
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 4
+N_STATES = 0
+STATE_NAMES = ()
 COORDINATE_NAMES = ("x1", "y1", "phi1", )
 VELOCITY_NAMES = ("x1_d", "y1_d", "phi1_d", )
 PARAMETER_NAMES = ("m", "J", "l", "g", )
@@ -46,6 +51,7 @@ CONSTRAINT_NAMES = ("phi[0]", "phi[1]", )
 P_DEFAULT = np.array([1.0, 0.3333333333333333, 1.0, 9.81], dtype=np.float64)
 Q0 = np.array([1.0, 0.0, 0.0], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0], dtype=np.float64)
+X0 = np.array([], dtype=np.float64)
 # A generalized-coordinate model has no joints: no reaction rows.
 N_REACTIONS = 0
 REACTION_NAMES = ()
@@ -69,6 +75,14 @@ GAMMA_Q_ROWS = np.array([0, 1], dtype=np.int64)
 GAMMA_Q_COLS = np.array([2, 2], dtype=np.int64)
 GAMMA_QD_ROWS = np.array([0, 1], dtype=np.int64)
 GAMMA_QD_COLS = np.array([2, 2], dtype=np.int64)
+STATE_RATE_Q_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_Q_COLS = np.array([], dtype=np.int64)
+STATE_RATE_QD_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_QD_COLS = np.array([], dtype=np.int64)
+STATE_RATE_X_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_X_COLS = np.array([], dtype=np.int64)
+FORCE_X_ROWS = np.array([], dtype=np.int64)
+FORCE_X_COLS = np.array([], dtype=np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -210,6 +224,36 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[0] = 1
@@ -272,6 +316,30 @@ def gamma_qd_values(t, q, qd, p, out):
     _c0 = 2*p[2]*qd[2]
     out[0] = -_c0*math.cos(q[2])
     out[1] = -_c0*math.sin(q[2])
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e65d8d3b0138057c87c17b8d31866708ad547cef41bf9bc8402e8cb800ef974f"
+BODY_HASH = "66d41d998f402e33f13d2bef8f44e2a845403485796b866c96ab3dc6c82c4808"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -43,30 +43,36 @@ N_CONSTRAINTS = 16
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 9
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 15
 
-# 1760 characters of compressed tables (grows with the number of elements).
+# 1812 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtmVtz20QUx91gx47sOGkJLRRoweWOKdbdhYdW2AqY8VVWgZLxaDLDpPGQphkoTPIB+Bp8C2Z4g1e+Rd954ZE3"
-    "UKSj1ep4T4RIuNiNZqK/z/ntSqvdsyvtyS/LueDY2qp9MGjf8zp923E7lq9t+7NavTbdf2RotfpWs96cTOpQqG/1"
-    "7LEPv/Fp04eaGbPB5ubYdsd81RiOO5/bs6g16I9dx+r03ZkrKw0TigycdqdvuTZZxG54nWGixQrzjxJ+lfmdmbb4"
-    "3p41HnvDwVhcxxHUkb0PrV7P8kZtVE+O2sBK0AUSjZfrGvOPEn6V+fmGyJF3+FHHv8mJNwqLdK2eoBC6DsasUY7g"
-    "5grVC2ZUTyF6gSuQ6AXeP0r4DebnG2JGXqoXuAvSvWBGXaUIe8GEmeBjR3BzFUehyvwjwi+IKFUYZ127Z4smiXor"
-    "wZ3Bp3yDFS16IODuvaGdLBDgzYHTso9HrzXo8riRpOjqCXpiVXFNFjOoqoowqpzEJ1cm6gbz3KIazaiw1QFF9aAb"
-    "AzQzBAEaWo4/dK7tzAyhGY5gHLfiB4q5+JFCjuoaPAsDHpVozhRAl+cLIBRd3Wvbm9bdruujnb2H2yEMn2rUSDih"
-    "M0ZtoduxrZbbGfTJKP/E7g5aHXf2LaTo+mQyycFxAfSPjMd5/fmuvzfd/7IhHZ/l4KwEZzU4a8FZD85GcDaj2z0F"
-    "Cp9DuRXQCuga6CXQZ1C9v6vHjfAOpvsNf2GRYkOODZknMk8Unig8UXmi8kTjicYTnSc6TwyeGDwxeWL6JOh971AK"
-    "9Qj0YHcajggQGYjMiAJEAaIwogJRgaiMaEA0IBojOhAdiM6IAcQAYjBiAjGBmMcEB+N/bS+h6MmDFlD0FkFLKJol"
-    "0DKK7lXQKor2ddCLKPqfBt1As+Ey6JXc2R7nz//X+gP3A1U+7fpp98nN6Xg8C/oc6FXQ50FfAH3xCXm+PHoO/Fzz"
-    "zrOuH1nHOev4Z42LrPGSNY6yxtcS0e8l9FwV1N5Fn0c4znC8LRFff3miP3C/4P5ZtP67Bnod9CXQl0FroDdAXwF9"
-    "FfQ10NdB3wB9E/Qt0LdB66DvgN4EfRe0ASqDKqAqqAaqgxqg0XaiCXoL9D3Q91F84Pd2EY1bGY1TjhjnefPP6/fc"
-    "+il17ZSacXMbbyjjDWS8YYw3iPGGMN4Axhu+eIMn3f9q+9vpoyMvbAdvyQlLSVhqwtISlp6wjIRl5v4nxxKheWQv"
-    "I7uEbAnZFWTj1+U6ase/bZ/1ti2rnja5Ql23QNgFNG7YLqHlBttlNI7YrqLlB9sX0TKE7Q20HG0Q281/+vOjSPTL"
-    "CrE8S0Q/VYhle5XoN7wcno/vYo/voqR/5rX9wYv/Qfj+/zj+mPC+nh4mrDBj6u1u7+2Evx7EPx/u7Ej3vUP/7+h8"
-    "uj4Z03UpJetIZS0vEJ9XhZQsZ4koT2VrSsQuq0hkM8pEeZzlkIhdW5Uov4biCpensjt4Om8Q5alsD572V4jyVPan"
-    "QMy3KjFPzqp+LmO2JevnZD5FCym6nKLFFC2l6EqKSilaTtFKiq6maDVF03a34fHb7bvB8cNt8ag/Bv/jnzC5/t2v"
-    "ox+/v/Fzshw+fif8+Ttif4XwXyL8lwn/VcJ/7U5uwQ72aXAzzlcEuQehzWUkhDaXpxDaXPZCaHM5DaHNZTqENpf/"
-    "ENom/M/b+yL6rzf7dbA7hd8y4zLjMscVxhXGFY6rjKuMqxzXGNcY1ziuM64zrnPcYNxg3OC4ybjJuBnyPwGEAlIE"
+    "eNrtmVtz20QUx91gx47sXFpCCwVaSLljinVP4aFVbQXM+BLLKqRkMprMMGk8pGkGCpN8AL4G34IZ3uCj9IkXXnjk"
+    "DWTpaLV7vCdCJFycRjPR3+f8zq5Wu2cl7eaXciE6NjdX7vZb94N2z/X8thNqy91Yqa+M9h9bxkp9c7W+urVVh6Ce"
+    "03WHIfwmpKshNOyU9dfWhq4/5IumcNj+3J1EzX5v6HtOu+dP1Kw1bAjpe612z/FdMsRtBO11ocUa8w8Ev8783kRb"
+    "Qm/XGQ6D9f5QXsaTlFGDj5xu1wkGLVROTdrAIugAofFq3WD+geDXmZ9viJp41z9uhxc59kJxSMfpSoJQPRizRnmS"
+    "i2tUL9hJOY3oBS5A6AXePxD8FvPzDbETL9ULXIV0L9hJV2nSXrBhJoTYk1xcx1moM/+A8EsySpfmWcfturJJot8S"
+    "uNf/jG+wZiQ3BNy/v+6KARFe63tNdzx6zX6Hxw2RotoFemzR40puHFdyQ16SZRsqqiOMCov4+MJE2egJ4VC3y6i0"
+    "1RFF5WAAIjQxeBFad7xw0H3Xmxh8Ox77NOPlN5Ry+S3FHJW1eBZPFRSxOhGAqucDEEpqD1rumnOv44doZ+/Rdgzj"
+    "uxo0BCd0xqAldXuu0/Tb/R45P4b++P3hjU9Ulosh0gHkQ7IryaxjI7MOIv0/dTv9ZtuffBtrphkFbIi9FJbaKsBx"
+    "AfSPnMd5+ekuvzfa/7KhjM9qdNaisx6djehsRmcrOtvJ5Z4BnQWdA62BLoJeAn0Olfu7Om5EcDDab4TJq6SGmhoq"
+    "T1SeaDzReKLzROeJwRODJyZPTJ5YPLF4YvPEDknU+8GhEusR6MHuKB4RICoQlRENiAZEY0QHogPRGTGAGEAMRkwg"
+    "JhCTEQuIBcRixAZiA7HHBCfjf23PoOwpgpZQ9sKKp1BB2ayAVlF2z4MuoGxfAr2Isv9Z0GU0Gy6DXimc7nF+/3+t"
+    "P3A/UPFZ9WddpzCl4/E86AugV0FfBH0J9OWn5P6K6D7wfU07z/v8yDvOecc/b17kzZe8eZQ3v2aIfq+g+6qh9p71"
+    "eYTzDOfbDPH1VyT6A/cL7p+z1n/XQK+DvgL6KugK6A3Q10BfB30D9E3Qt0DfBn0H9F3QOuh7oDdB3wdtgKqgGqgO"
+    "aoCaoBZospxYBb0F+gHohyg/8Hu7jMatisapQIzztPmn9Xtu6YS6eELNubhNF5TpAjJdMKYLxHRBmC4A0wVfusBT"
+    "Hny1/e3o8VEQt4O3VMHSBEsXLEOwTMGyBMsu/E+OGUKLyJ5FdgXZCrJryMavyyXUjn/bPu1lW1496eYKVW+JsEto"
+    "3LBdQY8bbFfROGJ7AT1+sH0RPYawvYweR8vEcvOf/vwoE/0yRzyeFaKfasRje57oN/w4PB/fsz2+Z2X7Z1rbH734"
+    "H8bv/0/Sj4ng69GhYMU7psHu9t5O/Oth+vPRzo7yIDgM/47Op+vTMV1nMnYdqV3LC8TnVSljl7NCxFO7NRVilVUm"
+    "djOqRDze5VCIVdsCEb+I8grHU7s7eDovE/HUbg+e9leIeGr3p0TMtwVinpxW+ULO3Za8n5PFDC1l6GyGljO0kqFz"
+    "GapkaDVDaxk6n6ELGZq1uo2P327fi44fbstH/Qn4n/yEyfXvfh38+P2Nn8U4fPxO+It35P4a4b9E+C8T/quE/9qd"
+    "whk72KfBzXS/Itp7kNrcjoTU5vYppDa3eyG1uT0Nqc3tdEhtbv9DatvwP+/gi+S/3uzXwe4IfquMq4yrHNcY1xjX"
+    "OK4zrjOuc9xg3GDc4LjJuMm4yXGLcYtxi+M24zbjdsz/BIzBoxA="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -84,6 +90,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -102,6 +109,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 8
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1079,6 +1094,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1155,6 +1176,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1162,6 +1189,48 @@ def reactions(t, q, lam, p, out):
         _e1_reactions(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_RR, k, out)
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

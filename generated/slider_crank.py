@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9e6b00fdf075316b8f6fac706a7a88ffedcfa12af1b91c9c2faab4f850151ecb"
+BODY_HASH = "38dcf1a96c163cb3e9e920534d9799da7007613abb7fe78bc7fbdc9d4dd97daf"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -43,6 +43,11 @@ N_CONSTRAINTS = 3
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 7
+N_STATES = 0
+STATE_NAMES = ()
 COORDINATE_NAMES = ("theta", "phi", "x", "y", )
 VELOCITY_NAMES = ("theta_d", "phi_d", "x_d", "y_d", )
 PARAMETER_NAMES = ("J1", "J2", "m", "r", "L", "L1", "g", )
@@ -50,6 +55,7 @@ CONSTRAINT_NAMES = ("phi[0]", "phi[1]", "phi[2]", )
 P_DEFAULT = np.array([0.045, 0.006875, 1.0, 0.3, 0.5, 0.3, 10.0], dtype=np.float64)
 Q0 = np.array([0.9851, -0.5236, 0.4256, 0.1], dtype=np.float64)
 QD0 = np.array([0.0, 0.0, 0.0, 0.0], dtype=np.float64)
+X0 = np.array([], dtype=np.float64)
 # A generalized-coordinate model has no joints: no reaction rows.
 N_REACTIONS = 0
 REACTION_NAMES = ()
@@ -73,6 +79,14 @@ GAMMA_Q_ROWS = np.array([0, 0, 1, 1, 2], dtype=np.int64)
 GAMMA_Q_COLS = np.array([0, 1, 0, 1, 1], dtype=np.int64)
 GAMMA_QD_ROWS = np.array([0, 0, 1, 1, 2], dtype=np.int64)
 GAMMA_QD_COLS = np.array([0, 1, 0, 1, 1], dtype=np.int64)
+STATE_RATE_Q_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_Q_COLS = np.array([], dtype=np.int64)
+STATE_RATE_QD_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_QD_COLS = np.array([], dtype=np.int64)
+STATE_RATE_X_ROWS = np.array([], dtype=np.int64)
+STATE_RATE_X_COLS = np.array([], dtype=np.int64)
+FORCE_X_ROWS = np.array([], dtype=np.int64)
+FORCE_X_COLS = np.array([], dtype=np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -259,6 +273,36 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     _c0 = math.cos(q[1])
@@ -346,6 +390,30 @@ def gamma_qd_values(t, q, qd, p, out):
     out[2] = _c0*math.sin(q[0])
     out[3] = _c2*_c3
     out[4] = _c1*_c3*(p[4] - p[5])
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "50ba4ddea552367506253f843abef52134c5429d552b038c1fc8eca8c486af67"
+BODY_HASH = "8714ad213b045845817b713a59e5b805386c40c35adc1fcaa8ffde9faf1a15e9"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
@@ -44,24 +44,30 @@ N_CONSTRAINTS = 5
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 17
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 4
 
-# 1196 characters of compressed tables (grows with the number of elements).
+# 1244 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrFVktv00AQTkJCwTx/Q8QBpAjVsfvgUEUmccAliRPbPEqJrKqF4NI6VVqqRuLKmTNcOfAbOBU4UYkbBw5c+Af0"
-    "whnW3vXGHu9mk4LEHjy7830zOzueHftwJhOO1dXiTbO24hot3XIMDcma/qBYKnr+3rxaLK2WS4vdbomQWlpTtxH4"
-    "HKGLCLwxgsx63dYdO245Am3joZ6GqmbLdizNaDkpx6pMGKZVM1qao6cZcyFDn3WNdiLcMtV3EnqF6q1UJEjb1Gzb"
-    "bZs228Zi2MjuLa3Z1NxODdjJJcjgExLByyWV6jsJvUL18UDkSNu+baBNxm6EKQ2tySABPxCmQVmMzcv8LKiAwSew"
-    "s1CGWZinemYg/CyoSQo7C+UkCcKLEczKgsLPAmTwCSALCtV3OHpmIPwsAMrYWlA4WShHMCsLKryLCtV3OHrGvVKZ"
-    "t62hN3VGo5hLwpZ5Px7vQikJOyvtRB9aCNG6aVX14NVVzUYcnU2iwHcCHWvKtqQFA0wXkig8URwda8q2DNucxguY"
-    "osyIQxTYzY8QYIORtmahN+boVurNyQph0HplnmYEM8+DYWApqzEMlzlglFME4D1OAFDk3a3pde1uw0HQk63+GgFx"
-    "WJ3ZhBaftFNjaS1dqzqG2Up/4XDW7+kNs2o46Y/vHNqqmyEjS+TvKUeO2J06of36YM1/Jg36GxngCModb7+/hwpJ"
-    "whM5mPh47Qer3S1v4/EAKUKP7oGE5ZDInadesAvSB89h+EQ6eHx4HBGeJ7KQGT/+lT1cQ/vTRM4I9hf5nzQvovOI"
-    "8DNEniVSIvLcCfOXmzLPk+ZRFGcW2EXyPJEXiLwoiCsP7LMcP/A9XCLyMjg/1E+bzwInvkjS64uvZXAZyU2UeoO1"
-    "fW9v6GJKtIrddNHIcWQenAG+07+9i3nB/gXOuiDYJ8fpbP9rv5P2pkn5uPFukwa8HLbc7fC5jKvF3fUO6GwYzTap"
-    "bjPQ+YTlE45PGH6I41pzdw/ojOrWpR7q9j13+L/ymhP0XuinwOHzekRhwvPw6j8rqLuc4IvMuzd4HFekb293lqR3"
-    "lWh97dGrT7+uvqiI7r0Sjq8VsD6M1m9eB+NI4OfKB6jp1bz+8cuflS/dO59nlr5XsJ/3FaQ8cj7+OMxMOcIqvY7b"
-    "G6rH2Czoh7gKgyn5IXE3ol8SOkM/IGge/pYQOSQyRP4AEz820g=="
+    "eNrFVk9v0zAUb0vLIPz9DBUHkCq0NNkfDlMV2hQy2qZNAnSMKpo2KB1bOnVjWiWunDnDlQOfgdOAE5O4ceAAB74B"
+    "u3AGJ3bc5MWu24GED3n2+/3e8/Oz/eLvZ1JBW13N3zQrK67R0C3H0JCs6O18Id/z9ubVfGG1WFjsdAqE1NDquo3A"
+    "ZwhdROCNEWRWq7bu2FHLEWgbD/QkVDYbtmNpRsNJOFZlwjCtitHQHD3JmAsY+qxrNGPhFqm+FdMrVG8lIkHaumbb"
+    "btO02TYWw0Z2b2n1uua2KsBOLkAGnxALXi6oVN+K6RWqjwYih9rmbQNNMnYiTKlpdQYJ+IEwDcpiTF7kZ0EFDD6B"
+    "nYUizMI81TMD4WdBjVPYWSjGSRBeDGFWFhR+FiCDTwBZUKi+xdEzA+FnAVDGngWFk4ViCLOyoMK7qFB9i6Nn3CuV"
+    "edtqel1nFIq5OGyZ96PxLhTisLPSjNWhhQCtmlZZ97eubNai6GwcBb5j6FjTcZbtcZZttiU9asB0IY7CXETRsaZs"
+    "y6BAarylUpQZcYACu/kRAmww0tQstNeObiX2XFYIg5505mpGMHM9GAaWshrB8AUBjGKCALxHCQAKvbsVvardrTkI"
+    "erzVXyMgDqs1G9PilbYqLK2la2XHMBvJfyPOuu34P07L//AOd5zC3LsoRexE6KMt9ME59ff0mlk2nOQjZA4nrh1P"
+    "ETLqpEhLE/l7ypYhdqdOaL8+WPOeSoP+Rgo4gnKnt9/fQyFLuCP7HQ+PPX+0u9XbeDRAisCjeyBhOSRy50nPnwXp"
+    "/e8w+CIdXD5cjgjPEplLjW//yh6Oof1pImcE84v8T5oX0XpEOHlhp84SKRF57oT5y0yZ50nzKIozDexCeZ7IC0Re"
+    "FMSVBfZpjh+4D5eIvAzWD/XT5jPHiS+U9Pria+lfRnITpe5gbb+3N3QxJRxFbrqoZTgyC9YA9/Rv72JWMH+OM84J"
+    "5slwKtv/mu+ktWlSPi6826QALwcldzv4LuPT4u72DmhvGPY2qW7T13mE5RGORxhegOOz5u4e0B7VrUtdVO277vB/"
+    "5TUjqL3QT47D59WI3ITr4Z3/tODcZQR/ZN69we24JH19s7MkvS2F42sPX378dfV5SXTvlaB9KYHxYTh+/cpvRwI/"
+    "V95DTbfS6x+/+Fn63LnzaWbpWwn7eVdCyiPnw4/D1JQtOKXXcXlD5zHS8+shPoV+lzxI3I3wSUJ76AGC+sGzhMgh"
+    "kQHyB9jDh94="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -79,6 +85,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -97,6 +104,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 2
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1314,6 +1329,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1400,6 +1421,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1409,6 +1436,48 @@ def reactions(t, q, lam, p, out):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

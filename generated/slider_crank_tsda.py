@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1eec2661ff492550318734a71c50ac5c0f2a8df07b9fafe5659d564548def136"
+BODY_HASH = "6d52835a7f1a7b9677093a5c78854bebdc73c72a2c6d37a364cb55ddc8198ec6"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -44,25 +44,30 @@ N_CONSTRAINTS = 4
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 21
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1244 characters of compressed tables (grows with the number of elements).
+# 1296 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq9Vr1v00AUT9KEFpdvOrAhgthSVMdumw4oMYlTXCVxYhtoqSqraiGkH26UlqphR+I/QGJASOyIka2gDqygDqwg"
-    "RkYmxAAX39nxPZ/jJmq5Ie/d+/3ex73ch+eHI/ZYXEzeVgsLplKRNUORkCzI88lUsmHtTInJ1GI6lVlaShFSRSrL"
-    "OgKfIDSDwJkupBaLumzoXs8uqCsPZD+UVyu6oUlKxfAFFnjCULWCUpEM2ccQJ22GPGEqVarctGuvUXbBtWu+SpC1"
-    "LOm6WVV1to/G8OHNWalclsxaAfjxKcgIJlDF8ynRtdcou+DavYXwjrV6R0FJeibClJJUZpBAHAi7RWmM5OngLoiA"
-    "EUxgdyENuzDl2pmFBHdBpCnsLqRpEoQzDszqgmAWVS0vs7owAxjBBNCFadfO3AsCswsCszwRHhLBtdcC7IwNLzKP"
-    "QUkuy4wTPEnDmnrfu+rpFA0bC1XqgsBrd3uaV0tedIZGQWwK7enK9nT3M3CdolHgS6E9Xdme9v3DcJ2gUeDrQZkp"
-    "bYSZrypp6B8zZM33z/HTuA/d48QM3YXZ8W0YePJpD4ZPIWD4CSC6lwAgJ7pZkIvS3ZKBoEcbW8vEDx+F2gRlxbXW"
-    "CiyrJkt5Q1ErvgalcX/uySU1rxj+V3ES7d6lCBlRIv/2OWLEb2hA/5XWsrXOtbZWIyAQlM3G7tYO2kgcVviOYuG5"
-    "hWZ2HHOPw7JNZPNxoxMb2Tu/bfsX2eCi4SLC8DiRiUjvcVz+cA79TxE5HJI/LP5R+xK2njB8hMjTRHJEjg7Yv1if"
-    "fT5qH8PqjA5Yb1Ce44pzhsizRJ4j8jyRF4i8SOSlkDzxgH1wmcgxUC+097uueEBeR7qXBr4MOlcAt91sNaw6V28t"
-    "7zZ22iamODPP/RI2YgEyDnhh837vgnhITwa1D4Xkg36JY8p7UvUE/T+JgHlQ/2MB9Zx0/EHfhqPy8cO3SR7AOfvJ"
-    "27R/5/BpMbcbe67WdrQ117bWsVmEZRGORRiWjeOzZlNctWtd61q73HVHWXGUjQmujh7mutn+Xy2PhTyL0D8RwI+H"
-    "1BcLed6jIfWHrYe9vpHc6Nc3zVvciyyeJ3Oz35+OvZ39koX5BXsc7IN5lp4fAvwQ4L/ouM8PclhRchj/4eJXn/2s"
-    "vX91/QPMd2W8YPy59jv78lP0xrvXn7MisT/cHs9oH7/tR/oc9ga+iW9+tFU9Gtr+5APRXHU+EV0NfRAi3f5MJLJN"
-    "pI38A/WtKnQ="
+    "eNq9Vrtv00AYT9IESsqbDmyIILYU5eG26YASkzjFVRIntoGUqrKqFkL6cKP0oYYdif8AiQEhsSNGtoI6sII6sIIY"
+    "GZkQA1x8Z8f3+ZxropYb/N19v9/3uM/32hkNWG1hIXZHKcwbckVSdVlEsiDVY/FY09yeEmLxhVQ8s7gYJ6SKWJY0"
+    "BO4gNIPAmR6kFIuapGtuyx6oyQ8lL5RXKpquinJF9zhOJwlDUQtyRdQlD0OYtBhSwpCrVLopR1+j9GlHr3oyQdqy"
+    "qGlGVdHYNirDJmnMiuWyaNQKwC4Zhwx/ApV8Mi44+hqlTzt6dyJJW1u9K6MgfQNhSkksM0jAD4SdpFRG8JR/FQTA"
+    "8Cewq5CCVZhy9MxE/Ksg0BR2FVI0CcIZG2ZVIW0UFTUvsaowAxj+BFCFaUfPXAtpZhXSzPQEuEnSjr7mo2cseIG5"
+    "DUpSWWLs4EkaVpUH7llPx2lYn69SBwSeu1PTvFJyozM0CnxTaF/TfpZ1aJmgQGCJQWcnANMpGgW2FNrXlG1pnVwM"
+    "0wSNMjO2UGZIC2HGq4oq+te6pHr+eXIaV7C3EZmuezDbvwUDy2TKheH9CxheAvDuJgDI9m4UpKJ4r6Qj6PH65hKx"
+    "w5uolqC0ONdagaVVJTGvy0rFU6AUro+md280tfvxLpYEg8L8d24K3wnXR53rw2fV35dKSl7Wva+DSbyL63SJkNFi"
+    "gLQgkX8HbCFiNzKk/XJ7yVyLtjdXAsARlK3m7uY2SjmKO8lux8RjE40sP8ZeFMsOka0nza5vpO9+O9YX6eCk4SR4"
+    "eJjISKB/Oy57OIb2p4g8zYnP83/UuvDmw8PJgzdwhsgokWND1i80YJ2PWkdensEh8/WLc1x+zhJ5jsjzRF4g8iKR"
+    "l4i8zIkT9lkHV4gcB/lC/aDzCvvEtaVzaODDoHsERLda7abZiDbaS7vN7Y6BKfbIdb7wWshHhgGPNx70LAhzajKs"
+    "foQTD9pFjinuSeXj938iPmO/+od88jlp/8PeDUfl44tvg1yAc9aVt2F95/BuMbaae06vY/dWHd1qV2cSlkk4JmGY"
+    "Fo73mkVxuj3tak/b467ZnWW7s56INtDF3DA6/6vkIc61CO0jPvwwJ78Q53oPcvLnzYc9v9Hc2Nc3rdvRF1k8juVm"
+    "vz8dfzv7JQvjp612sA/GWXp8CPBDgP+i/T4/yOGOnMP4Dwe/9uxn7f2rGx9gvKsTBf3P9d/Zl5+CN9+9/pwViP7R"
+    "1kRG/fhtPzBgsxbwLXzyo6Xq6qHlTx6Ixor9RHR66EGI+tYzkcgOkRbyDzDle4A="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -80,6 +85,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -98,6 +104,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 2
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -1465,6 +1479,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -1545,6 +1565,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -1552,6 +1578,48 @@ def reactions(t, q, lam, p, out):
         _e1_reactions(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_RR, k, out)
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "06365a3e57c61a85eeca9eec841b1917c86a5ecc1cb2bb0a4bd6cd71cf0c4213"
+BODY_HASH = "adda4f65d1f0852e89a8d3ae1ccade26e32c589c566a244c7cc03ccaf2d96964"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -45,42 +45,48 @@ N_CONSTRAINTS = 20
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 66
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 6
 
-# 2776 characters of compressed tables (grows with the number of elements).
+# 2828 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnFtwE1UYgFMLtKTQQkERL6AFESVidrPpBYE1tFtIbZvmwqWUGqpt2AZaoC01CV4f9MEHedORcXQcfcYRGUEf"
-    "QEZnBGac8cHLo+j4po4O+uDog252/7O75+xuzpJLk5TdmeY7Z//Luf179uzZJq8sdsnH0FDLjlDXYDzYL0RiwYDE"
-    "LmFfi6dlfHKmlWvxDPk87cPDHlDqD/QJUUl4QpK2S0KmVZOFurujQiyqN9WE0eB+wSjqDPVHY5FAsD9m8My2+kEl"
-    "FOkK9gdigrHwNlZWEbzx7lCkU4iHu+IDIawUD1RQU8mhsTPQ1xcwc8IhjeCAxfkwdr5NPR8xNFk62xeIRuOBnFWR"
-    "VQziDiQe2BWUzM1ccLhKb6CPrmQpjphUn7HqJsbDepEK1k+Mh/GrgjAmaFPP60ti0FmrZuqLsm4no/YnY9pQyYva"
-    "pohJ+WyOlnJIhWhpq3oebyijGZiWlKOlHK5j3lIfi2sZ5F4kN2upz7qlyLGqYtBoRwrkoKuWFn3hM+0LX46+0CqT"
-    "qy9aOVzL4EWtsVlfcPT45gxNbVcFpvHNmbaUsxHfnK345qziW5WbtdRvMZ35LaYzv+l05jedJXqFPsFkUme8DCaP"
-    "hPZiNfZ6WEweGxwQcAVZrM72naFevZhrx8WEe1yc29jCVo0NwpjxEnJDyzA5aY4LCVtFqN40zKutis3rLYsJS3+b"
-    "JiKsQDQQiEgDGBMihoHsgIHUItiiQzQFix5RFEhrtkMnVIKf7DKvQYPsN70GWToqIN4ldAd298YkWeLI0RFF2qpc"
-    "N2EvdpZVmhzuMj0dEQKdsWCo39hVSjv3CL2hzmDMuIRis/PhsAuO/+CogfxtwFpCTh4LCPlCyC8C1lHs6wk5LA5d"
-    "bmADxf7pqZHJw+6po6Pu6SPjo2NTLqLcRiJPUrYf8g5nXWSheMmmZEl8amwWzzD6DKvP+PQZTs0ofrUMo8+wcsFx"
-    "rVRdjsFyuKYP1TQ+I/ma1moOeYbIs0SetOeGlTqloG5pYAY45kUJBiVYlPDJFUvJn2n5MyN/SjYyGAWsAh8qOIUS"
-    "aZTIoIRkiVKMmmLVlA8NslWwoqC0CkYUdFbBtgS4lAiiJuAy4HJgM3AFcCXwduAdwFXAO4GrgXcB7wbeA7wXuAa4"
-    "Fngf8H5gC3AdcD3wAeAG4IPAjcCHgA8DNwE9wEeAm4GPuvDD6f/52f/V7r9Y8WNVTyf+nfnnVu5/L5ABskB0Y+aA"
-    "fmArsA3YPsfzzEJCTo7jaqIfNxHt2AbsBobmuP7kUenxWa765TsetVXSr+We96p1XnTNk3nzZvthruOlfp70c6Wv"
-    "L2jXCa3/af1bbeuIDuAW4GPArcT9ezuQBz5OjHOx/AWAO4CdwC6gQKwndgJ3AYPAHuATwF5gH7CfWI8MAMPACDAK"
-    "jAF3A/cA9xYp7kt9vc/1+r3BiQvneaeC5qlyxU+1xu0+4CBwP3AIeACI3oI8CYwDDwJHgE+hlwbAUeAYMEHMl+Uq"
-    "/xBQBI4Dk8DDFRrv+c7TTVXS37R+o80DtOuNdj3ZrecR4ARwEngUeAx4HIjeuk0DZ4AngLPAZ4ApYBqYAZ4EPgt8"
-    "Dvg88AXgi8Q6xEWZLxdQ5PUUebXsN1pxkQXJl6fa+0vtFaXurSP2ytB9aGpkdnwmHVecoFzWAqXxN7I1FryNyNcS"
-    "nVlPnG8gOr2J0Cc372l5q8PuYJO0u9lUKjktuEotpwVpqeW1FC6gcCGFiyh0U9hA4RIKl1K4nMJmCldQSJtsnPh3"
-    "4t+J//zj0+74luv6KvX1WW77Qsen2u0rXW533UZbb1qx3PNnHYX1BXJxgXQXyIYCuaRALi2QjQWyicJlFJb6/lbo"
-    "/FFo/zjrR2f9eCuvH/PdbCq1PN/NrFLL890sm6t1Sk2Fri/qb/K+XurrjjaO5boelZ3QCdgR7Umhr0j0pNGXJHoy"
-    "yhceJuTPrIbMtPJliKwUNk4nUCKrg5Jp9fsPWU11BzY+PZ7Ccmksh2kmMc0kppnUa4qYTxHzKWI+E5hmAtNMYJoi"
-    "VrqIlS5qpWd3kTWfci6N5TDNJKaZxDSTGd2etOwUy6bxLK6cxJWTuDLuWcQ9i7hnEfcs4p5F3HO2H/Sb53KtiRNp"
-    "8gRpkiRNkqQJWYpIliKSpYhkKQnSJEGaJEgTkayYSFbM0PwEaZIgTRKSyaF4SvpLS38ZZ1PF2VRxNlWcTRVnU8XZ"
-    "VKnGTZVS379cNsupsak3Vw+ddutdZ7Of7Lav3qY/u/1g92HYbjsabY673XY02fRntx12H7LLfd/Md3OgVJsKlb5O"
-    "nO/rsFvdvtI3d+f7Omd5gWwukCsK5MoCWe7nDLtxbjfeK+X5o9jPI8V+Pin2dVzs67rY13m1Pd8Ue76hzSM/HH/1"
-    "tZ9vfMCfP7Vh46kLNfz141+u+mLqw+0of/nau8LHf37Fu/7t+e6Noa+3H7xx+uzmqwd4RM6XPX7nt567MnvxnS0G"
-    "ovnk9JvZ4xP+wpqXfwlfuKieP7nyzM4fM+9fwmefP/jcsxMpt9YH/6pcrq7v80ukHpznXXkdN1vfUvnNvx5rs8Py"
-    "9rrPUP7XcHakLhPjZW1/gB+f/Oj0p7z7+/eObXOfB7sz/D/f/HXu78Hf+Ne3N17PCGf59Z7mvXUvXeGHmt66dvWn"
-    "by8pdtf44vZb5RzqK5jNyr/nq69PDHn8X/zJrMk//sM5+L2w+Cj6xTA1lVFTY14tyWhJVkv64kpxKWAamAHKHpRf"
-    "EUMJFiWytui3xLRkWktmtKTsR/1NMV2a1aUlh/8D95HQIQ=="
+    "eNrtnFtwE1UYgFMLtKTQQkERL6AFESVidrO9IXQN7RZS26a5AC2lhmobtoEWaEtNgtcHX3yQNx0ZR8fBZxyREfQB"
+    "ZHRGYMYZH7w8io5v6uigD44+6F7+s7vn7G7OkkuTlOxM852z/+Wc8++/Jydnm5xxu5RjeLhpZ7BrKBboF8LRgF9i"
+    "lzDY5GmamJpt4Zo8wz5P28iIB5T6/X1CRBKekKRtkpBp0WXB7u6IEI0YTXVhJLBfMIs6g/2RaNgf6I+aPLMtzaAS"
+    "DHcF+v1Rwdx4K6uoCN5YdzDcKcRCXbGBINaKBzqoq2TQ2OXv6/NbOeGQRmDA5nwIO9+qnQ+bhiyd7fNHIjF/xq4o"
+    "KiZxOxIP7A5I5lYuOFyl199HV7IVhy26z9iFifGwXqSCxYnxMM2aIIQJWrXzxpYYdNZumMam7MfJaPFkLAcqedHG"
+    "FLZon80wUg6pECNt0c7jA2V0A8uWMoyUw3WsR+pjcS2T3IvkViP12Y8UOdZUTBptSIG86JqlTSx8lrHwZYiF3plM"
+    "sWjhcC2TF63HVrHg6PnNmYbapgks85uzHCnnIL85R/nN2eW3JrcaabPNdNZsM501W05nzZazRK/QJ1hM6oyXweTh"
+    "4D6sx14Pi8mjQwMCrqCItdm+M9hrFHNtuJhwj4szG2e0HSRtvZiQMFWFWlYRpoy3DZebYoLJSXNcSNiqQu3txnrA"
+    "mth6xIqYsGxu1UWEFYgG/GHp0keFsCkF2iEF9Ny3CYiuYBMRVYG0ZtsNQvW2IUPmNWmQcTNqkK2jBmJdQrd/T29U"
+    "ksWPHB1VpS3qHRfyYmdZdcihLsvTYcHfGQ0E+82hUscZicqLn7D8Yk4fr4WKZf4ZVehOqD4GqT5s7oO9Qm+wMxA1"
+    "LyVZeF8YxIMkWY244PgPjiqo3wGsJuTksYiQL4b6EmANxb6WkC+FOqygXXUU+2enR6cOu6ePjrlnjkyMjU+7iHbr"
+    "iTpJxV6KhOxChupFLimS2PT4HF5hjBXWWPEZK5xWUf3qFcZYYZWGY3qrhhqD1XBNH+ppbFbyNaP3HOoMUWeJOmnP"
+    "jah9SkLfUsA0cNyLCgwqsKjgUzqWVF5TymtaeZVsFDAqWBU+1HASFVKokEYFyRKVGK3EaiUfush2yYqS0i4ZUdLZ"
+    "Jdsy4HIiiRqAK4ArgY3AVcDVwDuBdwHXAO8GrgXeA7wXeB/wfuA64HrgA8AHgU3ADcCNwIeAm4APAzcDHwE+CtwC"
+    "9AAfA24FPu7Cj0r8F2b8y91/vvLHrp+V/K/MP7dz/L1ABsgC0RszB2wGtgBbgW3zPM8sJuTkdVxLxHELMY4dwG5g"
+    "cJ77Tx6lnp/F6l+216O6TOJa7HmvXOdF1wKZN281DvOdL7ULJM6lvr6g3Se0+NPiW27riHbgNuATwO3E+3cHkAc+"
+    "SVznfPnzA3cCO4FdQIFYT+wC7gYGgD3Ap4C9wD5gP7EeGQCGgGFgBBgF7gHuBe7LU94X+n6f7/V7XSUvKp93Smie"
+    "Klb+lGveDgKHgPuBw8ADQPQU5GlgDHgQOAp8Bj00AI4Bx4FxYr4sVvuHgCJwApgAHi7RfM92nm4ok3jT4kabB2j3"
+    "G+1+ctrPI8BJ4BTwKPAY8DgQPXWbAc4CTwDngM8Bk8AUMA08CXwe+ALwReBLwJeJdYiLMl8uoshrKfJy2W+04xIb"
+    "kg9P9eeX+iNKw1NH7JGh+9D06NzEbCqmOkE12QKV8SeyVTa8g6hXE8GsJc7XEUFvIPTJzXta3e5werFJOt1sKpSc"
+    "llyFltOStNDyagoXUbiYwiUUuimso3AZhcspXElhI4WrKKRNNpX8r+R/Jf+zz0+n17dY91eh789i2+d6fcrdvtTl"
+    "TtdttPWmHYs9f9ZQWJsjl+ZId46sy5HLcuTyHFmfIxsoXEFhod/fcp0/co1PZf1YWT/ezuvHbDebCi3PdjOr0PJs"
+    "N8vma51SVaLri9pbfF8v9H1Hu47Fuh/VndBJ2BHtSaKvSPSk0JcketLqFx4mlVdZQ2FK/TKELIWN00lUkHVQMaV9"
+    "/0HW1HZgYzMTSayWwmqYZgLTTGCaCaOmiPkUMZ8i5jOOacYxzTimKWKti1jrot66vIus+1RqKayGaSYwzQSmmUgb"
+    "9qQVp1g1hVdx5QSunMCVcc8i7lnEPYu4ZxH3LOKe5TgYN8+VXhMnUuQJ0iRBmiRIE7IVkWxFJFsRyVbipEmcNImT"
+    "JiLZMZHsmGn4cdIkTprEJZNDsaT0l5L+0pVNlcqmSmVTpbKpUtlUqWyqlOOmSqHfv1wO26lyqDdfHzqd9rvGYZyc"
+    "jq/WoT+ncXD6YdjpOOodXnen42hw6M/pOJx+yC72+2a2mwOF2lQo9XXiQl+H3e72pb65u9DXOStzZGOOXJUjV+fI"
+    "Yn/OcJrnTvO9VD5/5PvzSL4/n+T7Ps73fZ3v+7zcPt/ke76hzSM/HH/t9Z9vfsBfOLVp86mLVfyN41+u+WL6ww5U"
+    "v3L9PeHjP7/iXf/2fPfm8NcdB2+ePrf12gEekfPJx+/89vNX5y69u81ENJ+cfks+PuEvrnv1l9DFS9r5k6vP7vox"
+    "/f5lfPb5g888O5Fye33wr8mV7vo+v0zqwXneldVxq/0tlN/s+7FevizvbPgM1X8NyVfqCnG97O0P8BNTH53+lHd/"
+    "f+bYDvcFsDvL//PNX+f/HvqNf6Oj/kZaOMdv9DTuq3nlKj/c8Pb1az99e1m1u87nN26lc2iPYLaq/56vPT4x1fF/"
+    "8SerFv/4D+fg98JiY+gXw7RSWiuNe/UioxdZveiLqc0lgSlgGqh4UH9FDBVYVJBt0W+J6cWUXkzrRcWP9ptihjJr"
+    "KEsO/wd+wyE8"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -98,6 +104,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -116,6 +123,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 3
 E0_FORCE_QD_POS = _DATA["E0_FORCE_QD_POS"]
 E0_FORCE_Q_POS = _DATA["E0_FORCE_Q_POS"]
@@ -8709,6 +8724,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -8813,6 +8834,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -8824,6 +8851,48 @@ def reactions(t, q, lam, p, out):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
     for k in range(E4_COUNT):
         _e4_reactions(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

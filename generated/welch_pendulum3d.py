@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "e73bceb12fe58fc8"
+ABI_HASH = "a73fe10bc68e88be"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9d97ebc83cdc45fe277fad7f318c4df7e4c68d173fc9d3b7a86f07c8133ac4d0"
+BODY_HASH = "f786525cbcbe307ad9614c020bd8ce7c12e6b803275e80510cef4ca16435016f"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -44,36 +44,41 @@ N_CONSTRAINTS = 14
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
+# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
+# read them from the tail of the parameter vector, p = [parameters; X].
+N_PARAMETERS = 42
+N_STATES = 0
+STATE_NAMES = ()
 N_REACTIONS = 5
 
-# 2216 characters of compressed tables (grows with the number of elements).
+# 2272 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnMtz20Qcxx3StEnapk0bHi2FQni11BRLqzgJr8aNldYhthPbfaZBFNI0MX0w0DKxT52BOwcOXJnhDyEzzPAv"
-    "cOXIsQc4g2p/dyX9pPWqfsRuIh3y0e7vsbu//Wm1kjz5eTBWO5aXx8/n09esTM4slDIpm2nz6nh8fOPeg6QxHl9m"
-    "8amVlTiUcqmsWbSFD23plC3UJh1Zfm6uaJaKblNHWMxcN/2i2XyuWCqkMrmS3/O0AZV8IZ3JpUpmQOPTNRUzYc3l"
-    "C7OmtZS2FvOeVuJakqg00LiQymZTQU4MrpFZlNQveeonRX3BN2S7NpsqFq1Uw67UVHxiMdzFixnbPMiF4VVZSGXV"
-    "SlJxIaD7mixMWlzTuYonTlo8KeqXPPWTot7dkMZrZaN0tyQfpibCqQWO05ZPcHkhoH1dPlDd4CrBA9XpQDXHILAl"
-    "+UidphqNlOleLZ88weVBI2XykRoJoiINMqOx4NFlsmCwwGCwBsFwetMoGEnDq+XzInocFAxDcpEbkovcCLzIjcBr"
-    "Z8HMmgFL3XTSIy7kr7g7PB3XPeLStUXPSlpfFMQCOJtfcEuNKa+YOPeKGxtLbEXuEOMpIibWXjE1RlZxKbGFVKyj"
-    "wd0W4uB+18TEcmLSEREriBZTBXv2SmbBN4sTyfosO+kbHBBHHhyRupzGI+F2Xs976j7h06ANuDVoSHkDVtqcS11a"
-    "KNmytTv3byJk9RRcSnhq9fols5QOrC6YqdlSJp/zp3u9G5fNhfxspuTfU+hPHKzEcPyHow/l58B+IqfHHiIfQHkv"
-    "uE9hP0jkQygPg/sV9nc27n2lDT/5q9f+shhpeISUKWsOlhMrdR/8hD05uf3N/Yf3Vi2h4SlrpKzXDTXL44cXNW8R"
-    "yrol2nIXNW+RKDNv0VipO95EAxWwCt5K8BONn+j8hMHTJlgBqyBsdW6rc1ud2zLYMtgy2DJuy7gt47b2iZgkWbbx"
-    "rJJlE88aWbYcAA+SJDgEHgZHwSPgUXAMfB58AXwRfAk8Bh4HXwZPgK+Ar4InwdfA18Fx8A3wTfAt8G3wHfAUeBp8"
-    "FzwDxsH3wLPg+zHvEcV/Z8b/WfffrvyR9TPK/2j92c3xT4AaqIP8xmyAE2ASnASntnmdGSByOo/HSBzPkHF8DM6B"
-    "+W3uPz06nZ9P67/ZOPRv03i6vV50az2J7ZD1ptfne290X92W+6oqvqr4qeKz2+6/fW32Nw1+AH4IfkTuo5+A58AZ"
-    "MAWeB2fBNGiS+/AF8CKYAefBT8EFMAvmyH18EVwCC2ARLIGXwMvglR65brq17mz3fnooyte25Gv0/LK782e35v1V"
-    "8Bp4HVwGb4D8s8ZnoAV+Dt4EvwC/BFfBW+AauQ/EFHm8RyEfVMiflfciIxIOSOj7SuP5duL+NOL+tmEr3fxu40EF"
-    "Wu6S7in5vif0SeLYR+LZL3meHSL9HyHzoyrLDtW8UoZ9/u6UXJU/nZar8rDT8n4F9yg4oOBeBYcV3K/gAQUPKjiq"
-    "4BEFjyo4pmCU/1H+R/nffH6Gnd9evb66bd9qfHe7fdj9kGrfJmO31ycV97XIwRY51CKHW+T+FnmgRR5skd2+fro9"
-    "/mj/Fe2/dvP+q9n3MZ2WN/u+p9PyZt8ndVqumsduXV+qeezWdaeax25dj/UXhXfxwnB+k//oeb7Cf/Y8X+U/Xr4L"
-    "ci1daOlCi0GLCS0mtFhNy/2e0vp2Y5NWVGgFNSlTkzI1KVfdL0BrjXjLFVIm+mWiXyb65ar7parw75QrpEz0y0S/"
-    "TPSJ/3Xif534Xyf+14j+GtFfI/rrpD/rpD/rdn9uW3bULTvQVjV6hI4eoaNH6OgROnqE7s1HyHZdH6p2+kLqhd3i"
-    "h213X8hxhu3fYEh/YccR9tEh7DhGQs5b2HEcCukv7DgOPyPrfq/vK6L79s627/VXTzv9vjnaIo+0yKMtcqxFdnvf"
-    "GzbPw+Z7u/bD7d4ft3u/3O79c7v30+1eJ3pt3agdj4ozv/976saP548L/vL1x8N//rpV/yXoo+9RXxasyw/P1Afz"
-    "U41/D/7gYWz19EzsqY6/zknqfwuufyzRfyzR/+dcYzuZX5n+2NbW8MnYHxdPbPFy4/6r2vUdW83ZjTZp13uH+93n"
-    "Wd/PPyU1np+FSmoY/g+Gtcr/E4Y4q4qzWwnnVHNOdeeU4VQXnnThSReedMeT7njSHU+644kJT0x4YsITczwxxxNz"
-    "PLGap/8BptNZ2w=="
+    "eNrtnE1z20QYxx3StEnapk0bXloKhfDWUlMsreMkvDVurLQOsZ3Ybps2DaKQponpCwMtE/vUGbhz4Asww1fgTmaY"
+    "4Stw5cixBziDYv13JT3SelXbid1EOuSn3edldx89u1pJnvw6EKsfS0ujFwuZ62Y2bxTL2bTFjLE4Gh9dv/8wlRyN"
+    "L7H4xPJyHEr5dM4oWcJHlnTCEmrjjqwwM1MyyiW3qSMsZW8YftF0IV8qF9PZfNnveTIJlUIxk82ny0ZA45N1FSNh"
+    "zhSK04a5kDHnC55W4lqKqDTQuJTO5dJBTpJcIzsvqV/w1I+L+qJvyFZtLl0qmemGXamr+MRiuPOXs5Z5kIukV2Uu"
+    "nVMrScXFgO5rsjBpcU3nKp44afGUqF/w1I+LendDGq+VjdLdknyYmginFjhOSz7G5cWA9nX5QPUkVwkeqE4HqjkG"
+    "gS3JR+o01WikTPdq+eQJLg8aKZOPNJkgKtIgMxoLHl0mCwYLDAZrEAynN42CkUp6tXxeRI+DgpGUTPKkZJInAyd5"
+    "MnDuzBk5I2Cpm0x5xMXCNXeHJ+O6R1y+Pu9ZSe1FQSyA04U5tzQ54RUT515xY+OGtovUNuERElNbKLKOmE5MeMXE"
+    "2CumxshHLiW2kIoVOHjAQhw84rqYWI6NOyJiBdF8umhd97JR9F3/sZSdH07iBwfEkQdHxJbTeCTczu0ZQ90nfBq0"
+    "AbcGDSlvwMwYM+krc2VLtnr3wS2EzE7ehYSnVrcn20ImsLpopKfL2ULeP1HsbpTKW7uB4tYff/IEqQRmn1tF7UTp"
+    "Y1HpQzILrhpzhels2b+30hGORW+QLKvlGI7/cPSg/BzYS+T02EfkfSjvBw8o7PuJHFvJ2CB4UGF/d/3+V9rg1l+9"
+    "/pfFSMNDpExZd2CFwvbBT9jWyZ1vHjy6v2IKDU9ZI2XdNtRMjx9e1LxFKOumaMtd1LxFosy8xeSy7XgDDVTBGng7"
+    "wU80fqLzEwZPG2AVrIGw1bmtzm11bstgy2DLYMu4LeO2jNtaJ+IiybKNZ5Usm3jWyLLlEHiYJMER8Cg4DB4Dj4Mj"
+    "4PPgC+CL4EvgCfAk+DJ4CnwFfBU8Db4Gvg6Ogm+Ab4JvgW+D74BnwLPgu+A5MA6+B54H3495jyj+uzP+z7r/duWP"
+    "rJ9R/kfrz16OfwLUQB3kN+YkOAamwHFwYofXmT4ip9fxBInjOTKOj8EZsLDD/afHdufn0/pvNg69OzSeTq8XnVpP"
+    "Yrtkven2670/uq/uyH1VFV9V/FTx2Wv33542+5sEPwA/BD8i99FPwAvgFJgGL4LTYAY0yH34EngZzIKz4KfgHJgD"
+    "8+Q+Pg8ugEWwBJbBK+BV8FqXzJtOrTs7vZ8eiPK1LfkaPb/s7fzZq3m/CF4Hb4BL4E2Qf9b4DDTBz8Fb4Bfgl+AK"
+    "eBtcJfeBmCKP9ynk/Qr5s/JeZEjCPgl9X2k8307cn0bc3zYspVvfrT+sQstd0j0l3/eEHkkce0g8eyXPswOk/0Pk"
+    "+qjKskN1XSnDPn9vl1yVP9stV+Xhdst7FdynYJ+C+xUcVPCggocUPKzgsILHFDyu4IiCUf5H+R/lf/P5Gfb6duv8"
+    "6rR9q/Hd6/Zh90OqfZuMnV6fVDzQIvtb5ECLHGyRB1vkoRZ5uEV2ev50evzR/ivaf+3l/Vez72O2W97s+57tljf7"
+    "Pmm75arr2Kn5pbqOnZp3quvYqflovyi8hxeGsxv8R8+zVf6z59ka//HyPZBr6UJLF1oMWkxoMaHF6lru95Tmt+sb"
+    "tKJKK6hJhZpUqEml5n4BWm/EW66SMtGvEP0K0a/U3C9VhX+nXCVlol8h+hWiT/yvEf9rxP8a8b9K9FeJ/irRXyP9"
+    "WSP9WbP6c8e0om5agTZr0SN09AgdPUJHj9DRI3R3PkK2a36o2ukJqRd2ix+23QMhxxm2f/0h/YUdR9hHh7DjGAp5"
+    "3cKO40hIf2HHcfQZWfe7fV8R3bd3t323v3ra7ffN4RZ5rEUeb5EjLbLT+96weR4239u1H273/rjd++V275/bvZ9u"
+    "9zrRbetG/Xhcmvr93zM3f7x4UvDnrz8e/POXTfuXoI+/R31F0JYfnbIH81Odf/f/4GFs5exU7KmOvy5I6n8Lrn8i"
+    "0X8i0f/nQmM7mV+Z/sjm5uDp2B+XT23ycuP+q9r1HZvN2Q03add9h/vd53nfzz8lNZ6fhUpqGP4PhrnC/xOGOKuJ"
+    "s9sJ51RzTnXnlOFUF5504UkXnnTHk+540h1PuuOJCU9MeGLCE3M8MccTczyxuqf/AdWXquc="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -91,6 +96,7 @@ BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
+X0 = _DATA["X0"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]
@@ -109,6 +115,14 @@ GAMMA_Q_ROWS = _DATA["GAMMA_Q_ROWS"]
 GAMMA_Q_COLS = _DATA["GAMMA_Q_COLS"]
 GAMMA_QD_ROWS = _DATA["GAMMA_QD_ROWS"]
 GAMMA_QD_COLS = _DATA["GAMMA_QD_COLS"]
+STATE_RATE_Q_ROWS = _DATA["STATE_RATE_Q_ROWS"]
+STATE_RATE_Q_COLS = _DATA["STATE_RATE_Q_COLS"]
+STATE_RATE_QD_ROWS = _DATA["STATE_RATE_QD_ROWS"]
+STATE_RATE_QD_COLS = _DATA["STATE_RATE_QD_COLS"]
+STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
+STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
+FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
+FORCE_X_COLS = _DATA["FORCE_X_COLS"]
 E0_COUNT = 3
 E0_FORCE_QD_POS = _DATA["E0_FORCE_QD_POS"]
 E0_FORCE_Q_POS = _DATA["E0_FORCE_Q_POS"]
@@ -7697,6 +7711,12 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x(t, q, qd, p, out):
+    """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def phi_q_values(t, q, p, out):
     """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
     out[:] = 0.0
@@ -7793,6 +7813,12 @@ def gamma_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def force_x_values(t, q, qd, p, out):
+    """Values of force_x on its static pattern FORCE_X_ROWS/COLS."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def reactions(t, q, lam, p, out):
     """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
     out[:] = 0.0
@@ -7802,6 +7828,48 @@ def reactions(t, q, lam, p, out):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate(t, q, qd, p, out):
+    """User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] (Negrut et al. 2007, Eq. 8a with d = Ẋ − f)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q(t, q, qd, p, out):
+    """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd(t, q, qd, p, out):
+    """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x(t, q, qd, p, out):
+    """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_q_values(t, q, qd, p, out):
+    """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_qd_values(t, q, qd, p, out):
+    """Values of state_rate_qd on its static pattern STATE_RATE_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_rate_x_values(t, q, qd, p, out):
+    """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
 
 
 @njit(cache=True, error_model="numpy")

@@ -363,6 +363,7 @@ def info(model: str, out_dir: str) -> None:
 
     from mbdgen.analysis.assembly import RANK_TOL, dependent_rows, redundant_rows
     from mbdgen.compiler import compile as compile_model
+    from mbdgen.inputs import parameter_vector
     from mbdgen.model.elements import Mechanism, element_type
     from mbdgen.model.loader import load_model
 
@@ -389,13 +390,18 @@ def info(model: str, out_dir: str) -> None:
         f"{name}={v:g}" for name, v in zip(module.PARAMETER_NAMES, module.P_DEFAULT, strict=True)
     )
     click.echo(f"parameters ({len(module.PARAMETER_NAMES)}): {params or '(none)'}")
+    if getattr(module, "N_STATES", 0):
+        initial = ", ".join(
+            f"{name}(t0)={v:g}" for name, v in zip(module.STATE_NAMES, module.X0, strict=True)
+        )
+        click.echo(f"user states ({module.N_STATES}): {initial}")
     click.echo(f"constraints ({m}):")
     if not isinstance(mdl, Mechanism):
         for i, c in enumerate(mdl.constraints):  # type: ignore[attr-defined]
             click.echo(f"  Φ[{i}] = {c}")
     else:
         click.echo("  " + ", ".join(module.CONSTRAINT_NAMES))
-    p = np.array(module.P_DEFAULT, dtype=float)
+    p = parameter_vector(module, None)
     q0 = np.array(module.Q0, dtype=float)
     phi_q = np.zeros((m, n))
     phi0 = np.zeros(m)

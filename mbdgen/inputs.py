@@ -26,8 +26,19 @@ def resolve_model(model: ModuleType | str | Path) -> ModuleType:
     return compile_model(model)
 
 
-def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> np.ndarray:
-    """The module's default parameters with ``params`` (by name) substituted."""
+def parameter_vector(
+    module: ModuleType,
+    params: Mapping[str, float] | None,
+    x0: Sequence[float] | None = None,
+) -> np.ndarray:
+    """The kernels' parameter vector p = [parameters; X]: the module's default
+    parameters with ``params`` (by name) substituted, then the user states' initial
+    values X0 (``x0``, default the model's ``X0``; see :mod:`mbdgen.model.states`).
+
+    The kernels read user state k at p[N_PARAMETERS + k]; a runtime that integrates
+    the states writes X_{n+1} there before each evaluation.  Without states p is the
+    parameters alone.
+    """
     p = np.array(module.P_DEFAULT, dtype=np.float64)
     for name, value in (params or {}).items():
         if name not in module.PARAMETER_NAMES:
@@ -42,7 +53,13 @@ def parameter_vector(module: ModuleType, params: Mapping[str, float] | None) -> 
         if not math.isfinite(number):
             raise MbdgenError(f"parameter {name!r} = {value!r} is not a finite number")
         p[module.PARAMETER_NAMES.index(name)] = number
-    return p
+    return np.concatenate([p, initial_states(module, x0)])
+
+
+def initial_states(module: ModuleType, x0: Sequence[float] | None = None) -> np.ndarray:
+    """The user states' initial values X0 (``x0``, or the model's), length N_STATES."""
+    default = np.asarray(getattr(module, "X0", ()), dtype=np.float64)
+    return state_vector(x0, default, "x0")
 
 
 def state_vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:

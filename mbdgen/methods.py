@@ -184,6 +184,9 @@ def rk_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a, np.array([float(v) for v in b]), np.array([float(v) for v in c])
 
 
+#: Families that integrate user differential states X (Ẋ = f(q, q̇, X, t)).
+STATE_FAMILIES = ("hht", "genalpha")
+
 #: Start-up procedures of the Adams methods: name → (runtime code, RK tableau).
 STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "rkf45")}
 
@@ -215,6 +218,12 @@ class Method:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
         index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
         return self.family in ("welch", *INDEX3_FAMILIES)
+
+    @property
+    def integrates_states(self) -> bool:
+        """The method integrates user differential states X (Negrut et al. 2007, Eq. 9a
+        with the third block row of Eq. 12); the others refuse a model that has any."""
+        return self.family in STATE_FAMILIES
 
     @property
     def default_order(self) -> int:

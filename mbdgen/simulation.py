@@ -25,7 +25,7 @@ from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_row
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
-from mbdgen.methods import STARTS, get_method
+from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
 from mbdgen.runtime import partition
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
@@ -84,6 +84,19 @@ def _positive(name: str, value: float) -> float:
 #: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
 #: :func:`derived_quantities` on a subsampled result.
 MAX_REACTION_VALUES = 50_000_000
+
+
+def check_states_supported(module: ModuleType, spec: Method) -> None:
+    """Refuse a model with user differential states for a method that cannot integrate
+    them (it would hold X at X0 and quietly simulate another system)."""
+    n_states = int(getattr(module, "N_STATES", 0))
+    if n_states and not spec.integrates_states:
+        able = ", ".join(name for name, m in METHODS.items() if m.integrates_states)
+        names = ", ".join(module.STATE_NAMES)
+        raise MbdgenError(
+            f"method {spec.name!r} cannot integrate user states, and model "
+            f"{module.MODEL_NAME!r} has {n_states} ({names}); use one of: {able}"
+        )
 
 
 def derived_quantities(
@@ -468,11 +481,13 @@ def simulate(
         raise MbdgenError("output_every must be at least 1")
 
     module = resolve_model(model)
+    check_states_supported(module, spec)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
     p = parameter_vector(module, params)
+    n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
@@ -569,7 +584,10 @@ def simulate(
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
             "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
-            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
+            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p[:n_params]), strict=True)),
+            "initial_states": dict(
+                zip(getattr(module, "STATE_NAMES", ()), map(float, p[n_params:]), strict=True)
+            ),
             **stepper.info(),
             "status": "finished",
             "message": MESSAGES[OK],

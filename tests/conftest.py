@@ -152,3 +152,9 @@ def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT
 def element_zoo():
     """A test mechanism with many element types, compiled by the element path."""
     return compile_model(TEST_MODELS / "element_zoo.py", TEST_GENERATED)
+
+
+@pytest.fixture(scope="session")
+def pi_pendulum():
+    """The pendulum held by a PI(D) torque whose integral is a user state (element path)."""
+    return import_generated(GENERATED / "pi_pendulum.py")

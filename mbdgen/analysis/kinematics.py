@@ -206,7 +206,9 @@ def kinematics(
         "h": float(times[1] - times[0]),
         "tol": tol,
         "singular_tol": singular_tol,
-        "params": dict(zip(module.PARAMETER_NAMES, map(float, p), strict=True)),
+        "params": dict(
+            zip(module.PARAMETER_NAMES, map(float, p[: len(module.PARAMETER_NAMES)]), strict=True)
+        ),
         "max_condition_t": t0,
         "status": "finished",
         "message": "",

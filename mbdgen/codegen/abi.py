@@ -7,7 +7,14 @@ digest (:func:`abi_hash`) is stamped into every generated module.
 
 Argument kinds: ``t`` time (float); ``q``, ``qd``, ``a`` vectors of length n;
 ``lam`` a vector of length m; ``p`` the parameter vector; output arrays come last
-and are written in place (kernels allocate nothing).  Names follow the literature
+and are written in place (kernels allocate nothing).
+
+User differential states X (nd of them, Negrut et al. 2007, Eq. 8a in the explicit
+form Ẋ = f(q, q̇, X, t)) are passed as the tail of the parameter vector,
+p = [parameters; X] (length N_PARAMETERS + N_STATES), so that every kernel keeps its
+signature and the forces see X like a parameter; the runtime writes X_{n+1} into
+p[N_PARAMETERS:] before each evaluation.  With nd = 0 the state kernels write
+nothing and p is the parameters alone.  Names follow the literature
 (DESIGN rule 8): Φ → phi, Φ_q → phi_q, γ → gamma, ν → nu, λ → lam.
 """
 
@@ -39,7 +46,8 @@ def _single(name: str, inputs: tuple[str, ...], doc: str) -> Kernel:
     return Kernel(name, inputs, (Output("out", name),), doc)
 
 
-#: Shapes of the expression blocks, as (rows, cols) in terms of n and m; cols None = vector.
+#: Shapes of the expression blocks, as (rows, cols) in terms of n, m and nd (the number
+#: of user states); cols None = vector.
 BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
     "phi": ("m", None),
     "phi_q": ("m", "n"),
@@ -56,7 +64,14 @@ BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
     "gamma_q": ("m", "n"),
     "gamma_qd": ("m", "n"),
     "energy": ("3", None),
+    "state_rate": ("nd", None),
+    "state_rate_q": ("nd", "n"),
+    "state_rate_qd": ("nd", "n"),
+    "state_rate_x": ("nd", "nd"),
+    "force_x": ("n", "nd"),
 }
+#: Blocks of the states' rates: whole-model user expressions, printed flat on both paths.
+STATE_RATE_BLOCKS: tuple[str, ...] = ("state_rate", "state_rate_q", "state_rate_qd", "state_rate_x")
 
 KERNELS: tuple[Kernel, ...] = (
     _single("phi", ("t", "q", "p"), "Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."),
@@ -97,13 +112,29 @@ KERNELS: tuple[Kernel, ...] = (
         "M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation "
         "of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs.",
     ),
+    _single(
+        "state_rate",
+        ("t", "q", "qd", "p"),
+        "User states' rates f of Ẋ = f(q, q̇, X, t), X = p[N_PARAMETERS:] "
+        "(Negrut et al. 2007, Eq. 8a with d = Ẋ − f).",
+    ),
+    _single("state_rate_q", ("t", "q", "qd", "p"), "f_q = −d_q (Negrut et al. 2007, Eq. 12)."),
+    _single("state_rate_qd", ("t", "q", "qd", "p"), "f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."),
+    _single("state_rate_x", ("t", "q", "qd", "p"), "f_X = −d_X (Negrut et al. 2007, Eq. 12)."),
+    _single(
+        "force_x",
+        ("t", "q", "qd", "p"),
+        "Q_X, the force's dependence on the user states (the −Π column of Negrut et al. "
+        "2007, Eq. 12, with the force states eliminated).",
+    ),
 )
 
 
 #: Blocks that also get a ``<name>_values`` kernel writing the static sparse pattern.
-def block_shape(block: str, n: int, m: int) -> tuple[int, ...]:
-    """The array shape of ``block`` for a model with n coordinates and m constraints."""
-    size = {"n": n, "m": m}
+def block_shape(block: str, n: int, m: int, nd: int = 0) -> tuple[int, ...]:
+    """The array shape of ``block`` for a model with n coordinates, m constraints and
+    nd user states."""
+    size = {"n": n, "m": m, "nd": nd}
     rows, cols = BLOCK_SHAPES[block]
     first = size[rows] if rows in size else int(rows)  # "3": a fixed length (energy)
     return (first,) if cols is None else (first, size[cols])
@@ -275,6 +306,14 @@ def entry_points_for(n: int, m: int) -> tuple[EntryPoint, ...]:
 def abi_hash() -> str:
     """Digest of the ABI tables above (changes whenever a signature changes)."""
     text = repr(
-        (BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS, ENTRY_POINTS, REACTION_COLUMNS, UNROLL_LIMIT)
+        (
+            BLOCK_SHAPES,
+            KERNELS,
+            SPARSE_BLOCKS,
+            ENTRY_POINTS,
+            REACTION_COLUMNS,
+            UNROLL_LIMIT,
+            STATE_RATE_BLOCKS,
+        )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -19,14 +19,22 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from mbdgen.codegen.abi import BLOCK_SHAPES, KERNELS, SPARSE_BLOCKS, entry_points_for
+from mbdgen.codegen.abi import (
+    BLOCK_SHAPES,
+    KERNELS,
+    SPARSE_BLOCKS,
+    STATE_RATE_BLOCKS,
+    entry_points_for,
+)
 from mbdgen.codegen.emit import (
     ELEMENT_TEMPLATE_KEYS,
+    JIT,
     KernelCode,
     KernelPrinter,
     Statement,
     _base_context,
     _generic_kernel,
+    _kernel_code,
     render_template,
 )
 from mbdgen.model.core import t
@@ -54,6 +62,8 @@ class LoopKernel:
 def _target(kind: str) -> Callable[[str], Callable[[int, int], str]]:
     """Target text of local entry (i, j) for an output of block shape ``kind``."""
     rows, cols = BLOCK_SHAPES[kind]
+    if cols == "nd":  # force_x: columns are user states, through the IX table
+        return lambda arg: lambda i, j: f"{arg}[_i{i}, _x{j}]"
     if cols is None:
         if rows == "m":
             return lambda arg: lambda i, j: f"{arg}[_r + {i}]"
@@ -65,7 +75,11 @@ def _target(kind: str) -> Callable[[str], Callable[[int, int], str]]:
     return lambda arg: lambda i, j: f"{arg}[_i{i}, _i{j}]"
 
 
-def _prologue(ts: TypeSystem) -> Callable[[set[sp.Symbol]], tuple[Statement, ...]]:
+def _prologue(
+    ts: TypeSystem, states: bool = False
+) -> Callable[[set[sp.Symbol]], tuple[Statement, ...]]:
+    """Loads of the instance's indices and inputs; ``states``: also the state indices
+    ``_x<j> = IX[k, j]`` of the ``force_x`` kernels."""
     nq = len(ts.etype.q)
     sources: dict[sp.Symbol, str] = {}
     for j in range(nq):
@@ -82,6 +96,8 @@ def _prologue(ts: TypeSystem) -> Callable[[set[sp.Symbol]], tuple[Statement, ...
         out = [Statement(f"_i{j}", f"IQ[k, {j}]") for j in range(nq)]
         if ts.lam.rows or ts.blocks["phi"].rows:
             out.append(Statement("_r", "IR[k]"))
+        if states:
+            out += [Statement(f"_x{j}", f"IX[k, {j}]") for j in range(ts.ix.shape[1])]
         for s in sorted((s for s in used if s in sources), key=order.__getitem__):
             out.append(Statement(str(s), sources[s]))
         return tuple(out)
@@ -101,24 +117,33 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
     used: dict[str, str] = {}
     doc = f"Element type {ts.name}: {{}} of one instance k ({ts.etype.role})."
     for spec in KERNELS:
+        if spec.name in STATE_RATE_BLOCKS:
+            continue
         mats = [ts.blocks[o.block] for o in spec.outputs]
         if not any(_nonzero(mt) for mt in mats):
             continue
         outputs = [(o.arg, ts.blocks[o.block], _target(o.block)(o.arg), "+=") for o in spec.outputs]
         name = f"{prefix}_{spec.name}"
+        states = spec.name == "force_x"
         codes.append(
             _generic_kernel(
                 name,
-                spec.inputs + tables + ("k",) + tuple(o.arg for o in spec.outputs),
+                spec.inputs
+                + tables
+                + (("IX",) if states else ())
+                + ("k",)
+                + tuple(o.arg for o in spec.outputs),
                 doc.format(spec.name),
                 outputs,
                 printer,
                 zero_all=True,
-                prologue=_prologue(ts),
+                prologue=_prologue(ts, states),
             )
         )
         used[spec.name] = name
     for block in SPARSE_BLOCKS:
+        if block in STATE_RATE_BLOCKS:
+            continue
         pattern = ts.patterns[block]
         if not pattern:
             continue
@@ -129,7 +154,10 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         codes.append(
             _generic_kernel(
                 name,
-                spec.inputs + tables + ("POS", "k", "out"),
+                spec.inputs
+                + tables
+                + (("IX",) if block == "force_x" else ())
+                + ("POS", "k", "out"),
                 doc.format(f"{block} values"),
                 [("out", values, lambda i, j: f"out[POS[k, {i}]]", "+=")],
                 printer,
@@ -187,6 +215,7 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
         "P_DEFAULT": np.array([float(v) for v in mech.parameters.values()], dtype=np.float64),
         "Q0": np.array(mech.q0, dtype=np.float64),
         "QD0": np.array(mech.qd0, dtype=np.float64),
+        "X0": np.array([s.x0 for s in mech.states], dtype=np.float64),
     }
     pindex = {s: i for i, s in enumerate(mech.parameter_symbols)}
     data["BODY_OFFSETS"] = np.array([mech.body_offset[b] for b in mech.bodies], dtype=np.int64)
@@ -213,6 +242,8 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
         data[f"{pre}_IP"] = ts.ip
         data[f"{pre}_IR"] = ts.ir
         data[f"{pre}_RR"] = ts.rr
+        if ts.ix.shape[1]:
+            data[f"{pre}_IX"] = ts.ix
         for block, pos in ts.pos.items():
             data[f"{pre}_{block.upper()}_POS"] = pos
     for block in SPARSE_BLOCKS:
@@ -220,6 +251,52 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
         data[f"{block.upper()}_ROWS"] = np.array([i for i, _ in pattern], dtype=np.int64)
         data[f"{block.upper()}_COLS"] = np.array([j for _, j in pattern], dtype=np.int64)
     return data
+
+
+def _state_kernels(esys: ElementSystem) -> list[KernelCode]:
+    """The states' rate kernels and their ``*_values``, printed flat over the global
+    symbols (whole-model user expressions); X_k is read from p[N_PARAMETERS + k]."""
+    mech = esys.mechanism
+    names: dict[sp.Symbol, str] = {t: "t"}
+    for i, (c, v) in enumerate(zip(mech.coordinates, mech.velocities, strict=True)):
+        names[c], names[v] = f"q[{i}]", f"qd[{i}]"
+    n_params = len(mech.parameter_symbols)
+    for i, s in enumerate(mech.parameter_symbols):
+        names[s] = f"p[{i}]"
+    for k, s in enumerate(esys.x):
+        names[s] = f"p[{n_params + k}]"
+    printer = KernelPrinter(names)
+    codes: list[KernelCode] = []
+    for block in STATE_RATE_BLOCKS:
+        spec = next(k for k in KERNELS if k.name == block)
+        mat = esys.state_blocks[block]
+        codes.append(
+            _kernel_code(
+                block,
+                spec.inputs + ("out",),
+                spec.doc,
+                [("out", mat, BLOCK_SHAPES[block][1] is None)],
+                printer,
+            )
+        )
+    for block in STATE_RATE_BLOCKS:
+        if BLOCK_SHAPES[block][1] is None:
+            continue
+        spec = next(k for k in KERNELS if k.name == block)
+        mat = esys.state_blocks[block]
+        pattern = esys.patterns[block]
+        values = sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
+        codes.append(
+            _kernel_code(
+                f"{block}_values",
+                spec.inputs + ("out",),
+                f"Values of {block} on its static pattern {block.upper()}_ROWS/COLS.",
+                [("out", values, True)],
+                printer,
+            )
+        )
+    assert all(c.decorator == JIT for c in codes)
+    return codes
 
 
 def render_element_module(
@@ -246,6 +323,8 @@ def render_element_module(
                 continue
             pre = f"E{ts.index}"
             tables = (f"{pre}_IQ", f"{pre}_IP", f"{pre}_IR")
+            if kernel in ("force_x", "force_x_values"):
+                tables += (f"{pre}_IX",)
             if kernel.endswith("_values"):
                 block = kernel[: -len("_values")]
                 tables += (f"{pre}_{block.upper()}_POS",)
@@ -256,6 +335,8 @@ def render_element_module(
 
     kernels: list[LoopKernel] = []
     for spec in KERNELS:
+        if spec.name in STATE_RATE_BLOCKS:
+            continue
         outs = tuple(o.arg for o in spec.outputs)
         kernels.append(
             LoopKernel(
@@ -263,6 +344,8 @@ def render_element_module(
             )
         )
     for block in SPARSE_BLOCKS:
+        if block in STATE_RATE_BLOCKS:
+            continue
         spec = next(k for k in KERNELS if k.name == block)
         kernels.append(
             LoopKernel(
@@ -286,6 +369,7 @@ def render_element_module(
     )
     data = _data(esys)
     lines = encode(data)
+    state_kernels = _state_kernels(esys)
     types = [
         {
             "index": ts.index,
@@ -309,16 +393,18 @@ def render_element_module(
         source_hash,
         dependencies,
         n_euler,
+        n_parameters=len(mech.parameters),
+        state_names=tuple(s.name for s in mech.states),
     )
     context.update(
         {
             "types": types,
             "data_lines": lines,
             "data_size": sum(len(x) for x in lines),
-            "n_parameters": len(mech.parameters),
             "n_bodies": len(mech.bodies),
             "n_reactions": len(esys.reaction_names),
             "element_kernels": element_kernels,
+            "state_kernels": state_kernels,
             "kernels": kernels,
             "sparse_names": [b.upper() for b in SPARSE_BLOCKS],
             "entry_points": entry_points_for(mech.n, mech.m),

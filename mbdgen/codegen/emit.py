@@ -87,6 +87,9 @@ def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
             names[s] = f"{arg}[{i}]"
     for i, s in enumerate(system.p):
         names[s] = f"p[{i}]"
+    # User states are the tail of the parameter vector: p = [parameters; X].
+    for k, s in enumerate(system.x):
+        names[s] = f"p[{len(system.p) + k}]"
     return names
 
 
@@ -198,6 +201,9 @@ _BASE_KEYS = frozenset(
         "n_euler",
         "reaction_columns",
         "has_potential",
+        "n_parameters",
+        "n_states",
+        "state_names",
     }
 )
 #: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
@@ -208,6 +214,7 @@ TEMPLATE_KEYS = _BASE_KEYS | {
     "p_default",
     "q0",
     "qd0",
+    "x0",
     "constraint_names",
     "kernels",
     "sparse",
@@ -218,10 +225,10 @@ ELEMENT_TEMPLATE_KEYS = _BASE_KEYS | {
     "types",
     "data_lines",
     "data_size",
-    "n_parameters",
     "n_bodies",
     "n_reactions",
     "element_kernels",
+    "state_kernels",
     "kernels",
     "sparse_names",
     "entry_points",
@@ -238,6 +245,8 @@ def _base_context(
     dependencies: Mapping[str, str] | None = None,
     n_euler: int = 0,
     has_potential: bool = True,
+    n_parameters: int = 0,
+    state_names: tuple[str, ...] = (),
 ) -> dict:
     return {
         "version": __version__,
@@ -254,6 +263,9 @@ def _base_context(
         "n_euler": n_euler,
         "reaction_columns": REACTION_COLUMNS,
         "has_potential": has_potential,
+        "n_parameters": n_parameters,
+        "n_states": len(state_names),
+        "state_names": list(state_names),
     }
 
 
@@ -315,6 +327,8 @@ def render_module(
         source_hash,
         dependencies,
         has_potential=model.has_potential,
+        n_parameters=len(model.parameters),
+        state_names=tuple(s.name for s in model.states),  # type: ignore[attr-defined]
     )
     context.update(
         {
@@ -324,6 +338,7 @@ def render_module(
             "p_default": [repr(float(v)) for v in model.parameters.values()],
             "q0": [repr(float(v)) for v in model.q0],
             "qd0": [repr(float(v)) for v in model.qd0],  # type: ignore[union-attr]
+            "x0": [repr(float(s.x0)) for s in model.states],  # type: ignore[attr-defined]
             "constraint_names": list(model.constraint_names),  # type: ignore[arg-type]
             "kernels": kernels,
             "sparse": sparse,

@@ -2,12 +2,14 @@
 
 Mechanisms of bodies, joints and forces are built with :mod:`mbdgen.model.planar`,
 :mod:`mbdgen.model.spatial` and :mod:`mbdgen.model.forces` into a
-:class:`~mbdgen.model.elements.Mechanism`.
+:class:`~mbdgen.model.elements.Mechanism`; user differential states (controllers)
+are declared with :mod:`mbdgen.model.states`.
 """
 
 from mbdgen.model.core import Model, check_identifier, speeds, t
 from mbdgen.model.elements import GROUND, Body, Element, Mechanism
 from mbdgen.model.loader import load_model, source_hash
+from mbdgen.model.states import State, state
 
 __all__ = [
     "GROUND",
@@ -15,9 +17,11 @@ __all__ = [
     "Element",
     "Mechanism",
     "Model",
+    "State",
     "check_identifier",
     "load_model",
     "source_hash",
     "speeds",
+    "state",
     "t",
 ]

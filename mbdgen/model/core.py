@@ -140,6 +140,9 @@ class Model:
         Kinetic energy T(q, q̇); default ½ q̇ᵀ M q̇.
     constraint_names : sequence of str, optional
         A label per constraint row (default ``phi[i]``), used in reports.
+    states : sequence of :class:`~mbdgen.model.states.State`, optional
+        User differential states Ẋ = f(q, q̇, X, t) (Negrut et al. 2007, Eq. 8a in
+        explicit form); ``force`` may use their symbols, nothing else may.
     """
 
     name: str
@@ -155,6 +158,7 @@ class Model:
     potential: object = None
     kinetic: object = None
     constraint_names: Sequence[str] | None = None
+    states: Sequence[object] = ()
     has_potential: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
@@ -173,6 +177,10 @@ class Model:
         object.__setattr__(self, "coordinates", tuple(coords))
         object.__setattr__(self, "velocities", tuple(vel))
         object.__setattr__(self, "parameters", params)
+        from mbdgen.model.states import check_states
+
+        states = check_states(self.states, f"model {self.name!r}", coords, vel, params)
+        object.__setattr__(self, "states", states)
         self._check_names()
         n = len(coords)
         if len(vel) != n:
@@ -228,13 +236,22 @@ class Model:
         object.__setattr__(self, "constraint_names", names)
 
         coord_set, vel_set, par_set = set(coords), set(vel), set(params)
-        self._check_free(mass, coord_set | par_set, "mass matrix", "M[{i},{j}]")
-        self._check_free(force, coord_set | vel_set | par_set | {t}, "force", "Q[{i}]")
-        self._check_free(phi, coord_set | par_set | {t}, "constraints", "constraint {i}")
+        state_set = {s.symbol for s in states}
+        self._check_free(mass, coord_set | par_set, "mass matrix", "M[{i},{j}]", state_set)
         self._check_free(
-            sp.Matrix([kinetic]), coord_set | vel_set | par_set | {t}, "kinetic energy", "T"
+            force, coord_set | vel_set | par_set | state_set | {t}, "force", "Q[{i}]", state_set
         )
-        self._check_free(sp.Matrix([potential]), coord_set | par_set | {t}, "potential energy", "V")
+        self._check_free(phi, coord_set | par_set | {t}, "constraints", "constraint {i}", state_set)
+        self._check_free(
+            sp.Matrix([kinetic]),
+            coord_set | vel_set | par_set | {t},
+            "kinetic energy",
+            "T",
+            state_set,
+        )
+        self._check_free(
+            sp.Matrix([potential]), coord_set | par_set | {t}, "potential energy", "V", state_set
+        )
 
         object.__setattr__(self, "q0", self._numbers(self.q0, coords, "q0"))
         qd0 = self.qd0 if self.qd0 is not None else [0.0] * n
@@ -255,11 +272,17 @@ class Model:
                 ("coordinate", self.coordinates),
                 ("velocity", self.velocities),
                 ("parameter", self.parameters),
+                ("state", [s.symbol for s in self.states]),  # type: ignore[attr-defined]
             )
         )
 
     @staticmethod
-    def _check_free(expr: sp.Matrix, allowed: set, what: str, where: str) -> None:
+    def _check_free(
+        expr: sp.Matrix, allowed: set, what: str, where: str, states: set | None = None
+    ) -> None:
+        from mbdgen.model.states import StateSymbol
+
+        states = states or set()
         allowed_names = {s.name: s for s in allowed}
         for i in range(expr.rows):
             for j in range(expr.cols):
@@ -274,6 +297,16 @@ class Model:
                 for s in sorted(e.free_symbols, key=lambda s: s.name):
                     if s in allowed:
                         continue
+                    if s in states:
+                        raise ModelError(
+                            f"{what}: {label} uses the state {s.name!r}; only the applied "
+                            "force Q and the states' rates may depend on states"
+                        )
+                    if isinstance(s, StateSymbol):
+                        raise ModelError(
+                            f"{what}: {label} uses the state {s.name!r}, which is not among "
+                            "the model's states; declare it in states=[...]"
+                        )
                     if s.name in allowed_names:
                         raise ModelError(
                             f"{what}: {label} uses symbol {s.name!r} with different assumptions "
@@ -313,3 +346,13 @@ class Model:
     @property
     def parameter_symbols(self) -> tuple[sp.Symbol, ...]:
         return tuple(self.parameters)
+
+    @property
+    def state_symbols(self) -> tuple[sp.Symbol, ...]:
+        """Symbols of the user states X, in order (the tail of the kernels' p)."""
+        return tuple(s.symbol for s in self.states)  # type: ignore[attr-defined]
+
+    @property
+    def nd(self) -> int:
+        """Number of user differential states."""
+        return len(self.states)

@@ -269,6 +269,9 @@ class Mechanism:
         Defaults of the global parameters that elements reference by Symbol.
     description : str
         Where the mechanism comes from.
+    states : sequence of :class:`~mbdgen.model.states.State`, optional
+        User differential states Ẋ = f(q, q̇, X, t) (Negrut et al. 2007, Eq. 8a in
+        explicit form); force elements may use their symbols, no other element may.
     """
 
     def __repr__(self) -> str:
@@ -281,6 +284,7 @@ class Mechanism:
         elements: Iterable[Element | Iterable[Element]] = (),
         parameters: Mapping[sp.Symbol, float] | None = None,
         description: str = "",
+        states: Iterable[object] = (),
     ) -> None:
         from mbdgen.model import planar, spatial
 
@@ -309,10 +313,12 @@ class Mechanism:
                     user.append(item)
         own = [planar.inertia(b) if b.kind == "planar" else spatial.inertia(b) for b in self.bodies]
         self.elements: tuple[Element, ...] = tuple(own + user)
-        self._validate(parameters or {})
+        self._validate(parameters or {}, states)
 
     # -- validation ------------------------------------------------------------
-    def _validate(self, declared: Mapping[sp.Symbol, float]) -> None:
+    def _validate(self, declared: Mapping[sp.Symbol, float], states: Iterable[object]) -> None:
+        from mbdgen.model.states import StateSymbol, check_states
+
         names: dict[str, str] = {}
         for b in self.bodies:
             if b.name in names:
@@ -346,16 +352,37 @@ class Mechanism:
             defaults.update({s: v for s, v in e.defaults.items() if s not in declared})
         for s, v in defaults.items():
             finite_number(v, f"parameter {s.name!r}: default")
+        coords = [c for b in self.bodies for c in b.coordinates]
+        vels = [c for b in self.bodies for c in b.velocities]
+        self.states = check_states(states, f"mechanism {self.name!r}", coords, vels, list(defaults))
+        state_symbols = {s.symbol for s in self.states}
         for e in self.elements:
             for local, s in e.params:
+                if s in state_symbols or isinstance(s, StateSymbol):
+                    if e.role != "force":
+                        raise ModelError(
+                            f"{e.role} {e.name!r} uses the state {s.name!r}; only force "
+                            "elements may depend on states"
+                        )
+                    if s not in state_symbols:
+                        raise ModelError(
+                            f"{e.role} {e.name!r} uses the state {s.name!r}, which is not among "
+                            f"the mechanism's states; add it to states=[...]"
+                        )
+                    continue
                 if s not in defaults:
                     raise ModelError(
                         f"{e.role} {e.name!r}: parameter {local!r} is the symbol {s.name!r}, "
                         "which has no default; add it to the mechanism's parameters"
                     )
-        coords = [c for b in self.bodies for c in b.coordinates]
-        vels = [c for b in self.bodies for c in b.velocities]
-        check_symbol_names((("coordinate", coords), ("velocity", vels), ("parameter", defaults)))
+        check_symbol_names(
+            (
+                ("coordinate", coords),
+                ("velocity", vels),
+                ("parameter", defaults),
+                ("state", [s.symbol for s in self.states]),
+            )
+        )
         self.coordinates = tuple(coords)
         self.velocities = tuple(vels)
         self.parameters = defaults
@@ -382,6 +409,16 @@ class Mechanism:
     @property
     def parameter_symbols(self) -> tuple[sp.Symbol, ...]:
         return tuple(self.parameters)
+
+    @property
+    def state_symbols(self) -> tuple[sp.Symbol, ...]:
+        """Symbols of the user states X, in order (the tail of the kernels' p)."""
+        return tuple(s.symbol for s in self.states)
+
+    @property
+    def nd(self) -> int:
+        """Number of user differential states."""
+        return len(self.states)
 
     def element_rows(self) -> list[tuple[Element, int, int]]:
         """(element, first constraint row, number of rows) for every element."""
@@ -441,6 +478,7 @@ class Mechanism:
             potential=potential,
             kinetic=kinetic,
             constraint_names=self.constraint_names,
+            states=self.states,
         )
 
 

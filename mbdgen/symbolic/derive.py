@@ -7,6 +7,10 @@ differentiates numerically (DESIGN rule 2):
 * γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt                       (Haug 1989, Eq. 6.3.18 / 7.3.6)
 * the Jacobian blocks of the implicit integrators: (M a)_q, (Φ_qᵀλ)_q, Q_q, Q_q̇,
   (Φ_q a)_q, γ_q, γ_q̇               (Negrut et al. 2007, Eq. 12; Haug et al. 1997, Eq. 29)
+* the user states' rates f of Ẋ = f(q, q̇, X, t) and their partials f_q, f_q̇, f_X,
+  and Q_X: the d = Ẋ − f row of Eq. 12 (d_Ẋ = I, d_X = −f_X, d_q = −f_q, d_q̇ = −f_q̇,
+  d_q̈ = d_λ = 0) and the column of Q's dependence on X (the −Π column of Eq. 12,
+  with the force states F eliminated)                       (Negrut et al. 2007, Eq. 8a)
 * the kinetic and potential energy [T, V]                 (Haug 1989, Eq. 7.5.13)
   and the power P = q̇ᵀ(Q + V_qᵀ) of the applied forces V does not account for
   (dampers, motors, time-dependent loads): d(T + V)/dt = P + λᵀΦ_t, the energy
@@ -17,7 +21,7 @@ each with its sparsity pattern (the structurally non-zero entries).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
@@ -39,7 +43,8 @@ class SymbolicSystem:
     """All expressions of one model, ready for code generation.
 
     ``q``, ``qd``, ``a`` (an acceleration-like vector, n), ``lam`` (multipliers, m)
-    and ``p`` (parameters) are the kernels' argument symbols, in ABI order.
+    and ``p`` (parameters) are the kernels' argument symbols, in ABI order; ``x``
+    (the user states, nd) are read from the tail of the kernels' p: X_k = p[len(p) + k].
     ``blocks`` maps each expression name of the kernel ABI to its matrix (vectors
     are m×1 or n×1 columns); ``patterns`` maps the same names to the structurally
     non-zero (row, column) entries.
@@ -53,9 +58,14 @@ class SymbolicSystem:
     p: tuple[sp.Symbol, ...]
     blocks: dict[str, sp.Matrix]
     patterns: dict[str, tuple[tuple[int, int], ...]]
+    x: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
 
     def __repr__(self) -> str:  # the matrices can be huge: keep tracebacks readable
-        return f"SymbolicSystem({self.model.name!r}, n={self.n}, m={self.m})"
+        return f"SymbolicSystem({self.model.name!r}, n={self.n}, m={self.m}, nd={self.nd})"
+
+    @property
+    def nd(self) -> int:
+        return self.x.rows
 
     @property
     def n(self) -> int:
@@ -113,6 +123,30 @@ def derive_blocks(
     }
 
 
+def derive_state_blocks(
+    q: sp.Matrix, qd: sp.Matrix, x: sp.Matrix, rates: sp.Matrix
+) -> dict[str, sp.Matrix]:
+    """The user states' blocks: f, f_q, f_q̇, f_X of Ẋ = f(q, q̇, X, t; p).
+
+    With d = Ẋ − f (Negrut et al. 2007, Eq. 8a in explicit form) these are the third
+    block row of Eq. 12: d_q̈ + γh d_q̇ + βh² d_q = −(γh f_q̇ + βh² f_q) and
+    d_Ẋ + ρh d_X = I − ρh f_X; d_λ = 0.
+    """
+    return {
+        "state_rate": rates,
+        "state_rate_q": _jac(rates, q),
+        "state_rate_qd": _jac(rates, qd),
+        "state_rate_x": _jac(rates, x),
+    }
+
+
+def state_column(states: tuple) -> tuple[sp.Matrix, sp.Matrix]:
+    """(X, f) of the user ``states`` as columns (0×1 when there are none)."""
+    if not states:
+        return sp.zeros(0, 1), sp.zeros(0, 1)
+    return sp.Matrix([s.symbol for s in states]), sp.Matrix([s.rate for s in states])
+
+
 def _power(q: sp.Matrix, qd: sp.Matrix, Q: sp.Matrix, V: sp.Expr) -> sp.Expr:
     """P = q̇ᵀ(Q + V_qᵀ): zero when Q = −V_qᵀ, i.e. when V accounts for every force.
 
@@ -150,6 +184,9 @@ def derive(model: Model) -> SymbolicSystem:
         model.constraints,
         energy,  # type: ignore[arg-type]
     )
+    x, rates = state_column(model.states)  # type: ignore[arg-type]
+    blocks.update(derive_state_blocks(q, qd, x, rates))
+    blocks["force_x"] = _jac(model.force, x)  # type: ignore[arg-type]
     patterns = {name: _pattern(mat) for name, mat in blocks.items()}
     return SymbolicSystem(
         model=model,
@@ -160,4 +197,5 @@ def derive(model: Model) -> SymbolicSystem:
         p=model.parameter_symbols,
         blocks=blocks,
         patterns=patterns,
+        x=x,
     )

@@ -7,6 +7,10 @@ The instances of a type become integer tables:
 
 * ``iq[k, j]``: global index of local coordinate j of instance k;
 * ``ip[k, j]``: index in the parameter vector of local parameter j;
+* ``ix[k, s]``: index among the user states X of the s-th state-bound local parameter
+  (force elements whose expressions use a state: the type's ``force_x`` = ∂Q/∂p over
+  those parameters; instances that bind a local parameter to a state and instances
+  that bind it to a parameter are different types here);
 * ``ir[k]``: first global constraint row of instance k;
 * ``rr[k]``: first reaction row of instance k;
 * ``pos[block][k, e]``: position of the e-th local non-zero of ``block`` in the global
@@ -14,6 +18,10 @@ The instances of a type become integer tables:
 
 Symbolic work is per type; per instance it is integer bookkeeping only, so a chain of
 512 links costs what a chain of 8 does (DESIGN "Scale: element kernels").
+
+The user states' rates Ẋ = f(q, q̇, X, t) are whole-model user expressions: they are
+derived once over the global symbols (:func:`~mbdgen.symbolic.derive.derive_state_blocks`)
+and printed flat.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from mbdgen.codegen.abi import BLOCK_SHAPES, SPARSE_BLOCKS
+from mbdgen.codegen.abi import BLOCK_SHAPES, SPARSE_BLOCKS, STATE_RATE_BLOCKS
 from mbdgen.model.elements import (
     SLOT_SIZES,
     Body,
@@ -32,7 +40,13 @@ from mbdgen.model.elements import (
     Mechanism,
     element_type,
 )
-from mbdgen.symbolic.derive import _pattern, derive_blocks
+from mbdgen.symbolic.derive import (
+    _jac,
+    _pattern,
+    derive_blocks,
+    derive_state_blocks,
+    state_column,
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ class TypeSystem:
     ir: np.ndarray
     rr: np.ndarray
     pos: dict[str, np.ndarray]
+    ix: np.ndarray
 
     @property
     def name(self) -> str:
@@ -72,6 +87,11 @@ class ElementSystem:
     types: tuple[TypeSystem, ...]
     patterns: dict[str, tuple[tuple[int, int], ...]]
     reaction_names: tuple[str, ...]
+    #: Global symbols and the states' blocks (:data:`~mbdgen.codegen.abi.STATE_RATE_BLOCKS`).
+    q: sp.Matrix
+    qd: sp.Matrix
+    x: sp.Matrix
+    state_blocks: dict[str, sp.Matrix]
 
     def __repr__(self) -> str:
         return f"ElementSystem({self.mechanism.name!r}, {len(self.types)} types)"
@@ -131,7 +151,7 @@ def _reactions(et: ElementType, phi_q: sp.Matrix, lam: sp.Matrix) -> sp.Matrix:
 
 
 def _type_blocks(
-    et: ElementType,
+    et: ElementType, state_params: tuple[int, ...]
 ) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix, dict[str, sp.Matrix], sp.Matrix]:
     nq = len(et.q)
     c = et.contribution
@@ -144,34 +164,44 @@ def _type_blocks(
     )
     energy = sp.Matrix([c.kinetic, c.potential])
     blocks = derive_blocks(q, qd, a, lam, et.local_mass, et.local_force, phi, energy)
+    # Q_X over the local parameters this group binds to user states (nq × its states).
+    xs = sp.Matrix([et.p[j] for j in state_params]) if state_params else sp.zeros(0, 1)
+    blocks["force_x"] = _jac(et.local_force, xs)
     reactions = _reactions(et, blocks["phi_q"], lam)
     return q, qd, a, lam, blocks, reactions
 
 
-def _global_entries(block: str, pattern, iq: np.ndarray, ir: np.ndarray) -> np.ndarray:
+def _global_entries(
+    block: str, pattern, iq: np.ndarray, ir: np.ndarray, ix: np.ndarray
+) -> np.ndarray:
     """Global (row, col) of each local pattern entry, for every instance: (count, nnz, 2)."""
-    rows_kind, _ = BLOCK_SHAPES[block]
+    rows_kind, cols_kind = BLOCK_SHAPES[block]
     loc = np.array(pattern, dtype=np.int64).reshape(-1, 2)
     if rows_kind == "m":
         grow = ir[:, None] + loc[None, :, 0]
     else:
         grow = iq[:, loc[:, 0]]
-    gcol = iq[:, loc[:, 1]]
+    gcol = (ix if cols_kind == "nd" else iq)[:, loc[:, 1]]
     return np.stack([grow, gcol], axis=-1)
 
 
 def derive_mechanism(mech: Mechanism) -> ElementSystem:
     """Derive each element type of ``mech`` once and tabulate its instances."""
+    # p = [parameters; X]: a local parameter bound to a user state reads p[N_PARAMETERS + k].
+    n_params = len(mech.parameter_symbols)
     param_index = {s: i for i, s in enumerate(mech.parameter_symbols)}
+    state_index = {s: k for k, s in enumerate(mech.state_symbols)}
+    param_index.update({s: n_params + k for s, k in state_index.items()})
     groups: dict[tuple, list[tuple[Element, int]]] = {}
     for e, row, _ in mech.element_rows():
-        groups.setdefault(e.type_key, []).append((e, row))
+        state_params = tuple(j for j, (_, s) in enumerate(e.params) if s in state_index)
+        groups.setdefault((e.type_key, state_params), []).append((e, row))
     types: list[TypeSystem] = []
     reaction_names: list[str] = []
     raw = []
-    for index, members in enumerate(groups.values()):
+    for index, ((_, state_params), members) in enumerate(groups.items()):
         et = element_type(members[0][0])
-        q, qd, a, lam, blocks, reactions = _type_blocks(et)
+        q, qd, a, lam, blocks, reactions = _type_blocks(et, state_params)
         nq = len(et.q)
         iq = np.array([mech.local_indices(e) for e, _ in members], dtype=np.int64).reshape(
             len(members), nq
@@ -180,19 +210,33 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
             [[param_index[s] for _, s in e.params] for e, _ in members], dtype=np.int64
         ).reshape(len(members), len(et.p))
         ir = np.array([row for _, row in members], dtype=np.int64)
+        ix = np.array(
+            [[state_index[e.params[j][1]] for j in state_params] for e, _ in members],
+            dtype=np.int64,
+        ).reshape(len(members), len(state_params))
         n_react = reactions.rows
         rr = np.arange(len(members), dtype=np.int64) * n_react + len(reaction_names)
         for e, _ in members:
             moving = [b for b in e.bodies if isinstance(b, Body)]
             reaction_names.extend(f"{e.name}.{b.name}" for b in moving[:n_react])
         patterns = {name: _pattern(mat) for name, mat in blocks.items()}
-        raw.append((index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr))
+        raw.append(
+            (index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr, ix)
+        )
 
-    global_patterns: dict[str, tuple[tuple[int, int], ...]] = {}
+    gq = sp.Matrix(mech.coordinates)
+    gqd = sp.Matrix(mech.velocities)
+    gx, rates = state_column(mech.states)
+    state_blocks = derive_state_blocks(gq, gqd, gx, rates)
+    global_patterns: dict[str, tuple[tuple[int, int], ...]] = {
+        name: _pattern(mat) for name, mat in state_blocks.items()
+    }
     entries: dict[str, list[np.ndarray]] = {}
     for block in SPARSE_BLOCKS:
+        if block in STATE_RATE_BLOCKS:
+            continue
         parts = [
-            _global_entries(block, r[7][block], r[10], r[12]).reshape(-1, 2)
+            _global_entries(block, r[7][block], r[10], r[12], r[14]).reshape(-1, 2)
             for r in raw
             if r[7][block]
         ]
@@ -204,14 +248,16 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
         if block not in global_patterns:
             global_patterns[block] = ()
 
-    for index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr in raw:
+    for index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr, ix in raw:
         pos: dict[str, np.ndarray] = {}
         for block in SPARSE_BLOCKS:
+            if block in STATE_RATE_BLOCKS:
+                continue
             uniq = entries[block][0]
             local = patterns[block]
             if not local:
                 continue
-            ge = _global_entries(block, local, iq, ir)
+            ge = _global_entries(block, local, iq, ir, ix)
             ncols = max(int(uniq[:, 1].max()) + 1, 1) if uniq.size else 1
             keys = uniq[:, 0] * ncols + uniq[:, 1]
             want = ge[..., 0] * ncols + ge[..., 1]
@@ -234,6 +280,7 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
                 ir=ir,
                 rr=rr,
                 pos=pos,
+                ix=ix,
             )
         )
     return ElementSystem(
@@ -241,4 +288,8 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
         types=tuple(types),
         patterns=global_patterns,
         reaction_names=tuple(reaction_names),
+        q=gq,
+        qd=gqd,
+        x=gx,
+        state_blocks=state_blocks,
     )
