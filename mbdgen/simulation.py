@@ -93,9 +93,10 @@ def check_states_supported(module: ModuleType, spec: Method) -> None:
     if n_states and not spec.integrates_states:
         able = ", ".join(name for name, m in METHODS.items() if m.integrates_states)
         names = ", ".join(module.STATE_NAMES)
+        hint = f"use one of: {able}" if able else "no method integrates user states yet"
         raise MbdgenError(
             f"method {spec.name!r} cannot integrate user states, and model "
-            f"{module.MODEL_NAME!r} has {n_states} ({names}); use one of: {able}"
+            f"{module.MODEL_NAME!r} has {n_states} ({names}); {hint}"
         )
 
 
