@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "26c759dbe65d797c"
+ABI_HASH = "9246beee2326381f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6d3892cecf9dca18f74c8e4dfe620503358acfb5f138deb39ea5b152cd1519ab"
+BODY_HASH = "0f62ba0c6a08c35358de2760ca2e437ca3bcbe1e18dbd2529eb205d38fd5891a"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -1633,6 +1633,12 @@ def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_a
 def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
     return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``newmark_gcp.newmark_gcp_chunk`` bound to this module's kernels."""
+    return rt.newmark_gcp.newmark_gcp_chunk(dynamics, phi, phi_q, force, gamma, mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

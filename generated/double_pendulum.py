@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "26c759dbe65d797c"
+ABI_HASH = "9246beee2326381f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2bf5a9c70d6edd5bf1aef9b79ad9a60d2b7332043e5ed72d2cee1464100a6880"
+BODY_HASH = "342368fb1901ac63da6b5282eebcd2b9c8e39acc0279610c6be2c88f3b7c614e"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -475,6 +475,12 @@ def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_a
 def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
     return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``newmark_gcp.newmark_gcp_chunk`` bound to this module's kernels."""
+    return rt.newmark_gcp.newmark_gcp_chunk(dynamics, phi, phi_q, force, gamma, mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

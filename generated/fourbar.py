@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "26c759dbe65d797c"
+ABI_HASH = "9246beee2326381f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6d19f0ff87d9bb1ab6d91abd2064e7ad98863d1ba8272c8e4fc3246e3309ee43"
+BODY_HASH = "9fcf5328063c8ae8b2965ced8124066f96e3c4de3fe02d7b96e02a4f3ddce640"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -1283,6 +1283,12 @@ def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_a
 def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
     return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``newmark_gcp.newmark_gcp_chunk`` bound to this module's kernels."""
+    return rt.newmark_gcp.newmark_gcp_chunk(dynamics, phi, phi_q, force, gamma, mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

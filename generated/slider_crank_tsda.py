@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "26c759dbe65d797c"
+ABI_HASH = "9246beee2326381f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1eec2661ff492550318734a71c50ac5c0f2a8df07b9fafe5659d564548def136"
+BODY_HASH = "97eb80aee3518714e6eac9338084b6a1220a6bcc00037e48ea41f61feb8f3c2f"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -1624,6 +1624,12 @@ def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_a
 def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
     return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``newmark_gcp.newmark_gcp_chunk`` bound to this module's kernels."""
+    return rt.newmark_gcp.newmark_gcp_chunk(dynamics, phi, phi_q, force, gamma, mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

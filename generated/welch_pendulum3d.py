@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7989e48a8a120482"
-ABI_HASH = "c87f5d9cb5ea7d2f"
+COMPILER_HASH = "26c759dbe65d797c"
+ABI_HASH = "9246beee2326381f"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9d97ebc83cdc45fe277fad7f318c4df7e4c68d173fc9d3b7a86f07c8133ac4d0"
+BODY_HASH = "078bcc60a2b0d6ec85b3a909df6445992a98d7a9b88fe91a3e2ad92677075f1c"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -7874,6 +7874,12 @@ def hht_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_a
 def genalpha_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``genalpha.genalpha_chunk`` bound to this module's kernels."""
     return rt.genalpha.genalpha_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+
+
+@njit(cache=True, error_model="numpy")
+def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
+    """Runtime ``newmark_gcp.newmark_gcp_chunk`` bound to this module's kernels."""
+    return rt.newmark_gcp.newmark_gcp_chunk(dynamics, phi, phi_q, force, gamma, mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, error_model="numpy")

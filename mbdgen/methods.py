@@ -209,8 +209,9 @@ class Method:
     @property
     def enforces_constraints(self) -> bool:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
-        index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
-        return self.family in ("welch", "hht", "genalpha")
+        index-3 Newton, Newmark-GCP's partitioning): it takes no constraint handling, no
+        Baumgarte gains."""
+        return self.family in ("welch", "hht", "genalpha", "newmark_gcp")
 
     @property
     def default_order(self) -> int:
@@ -220,7 +221,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch", "hht", "genalpha"):
+        if self.family in ("rk", "welch", "hht", "genalpha", "newmark_gcp"):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -299,6 +300,24 @@ METHODS: dict[str, Method] = {
             "generalized-α, implicit, index-3 DAE, fixed step: what Exudyn and Chrono "
             "users reach for first; damping by the spectral radius --rho-inf in [0, 1] "
             "(Chung & Hulbert 1993; Arnold & Brüls 2007)",
+            (2,),
+        ),
+        Method(
+            "newmark_gcp",
+            "newmark_gcp",
+            "newmark_gcp_chunk",
+            "implicit trapezoidal Newmark on the state-space ODE of coordinate "
+            "partitioning (IMPL), Newton on the independent accelerations with the exact "
+            "Jacobian, fixed step: stiff forces, few degrees of freedom (Haug, Negrut & "
+            "Iancu 1997, Eqs. 20-39)",
+            (2,),
+        ),
+        Method(
+            "newmark_gcp_fv",
+            "newmark_gcp",
+            "newmark_gcp_chunk",
+            "newmark_gcp with Fisette & Vaneghem's quasi-Newton matrix (FV: no N, L, "
+            "(Φ_qᵀλ)_q; Haug, Negrut & Iancu 1997, Eq. 40): for comparison",
             (2,),
         ),
     )
