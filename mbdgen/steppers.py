@@ -597,7 +597,11 @@ class NewmarkGCP(Stepper):
     family = "newmark_gcp"
     #: Method name → uses FV's iteration matrix.
     VARIANTS: ClassVar[dict[str, bool]] = {"newmark_gcp": False, "newmark_gcp_fv": True}
-    DEFAULTS: ClassVar[dict[str, Any]] = {"max_iterations": 10, "full_newton": False}
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "max_iterations": 10,
+        "full_newton": False,
+        "predictor": "ode",
+    }
     status_messages: ClassVar[dict[int, str]] = {
         NEWTON_FAILED: (
             "Newton's method on the independent accelerations (Haug, Negrut & Iancu 1997, "
@@ -620,6 +624,11 @@ class NewmarkGCP(Stepper):
         iterations = values["max_iterations"]
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise MbdgenError(f"max_iterations must be a whole number ≥ 1, got {iterations!r}")
+        if values["predictor"] not in newmark_gcp.PREDICTORS:
+            raise MbdgenError(
+                "predictor must be 'ode' (the §3.3 predictor stage of Haug, Negrut & Iancu "
+                f"1997) or 'constant' (v̈_n), got {values['predictor']!r}"
+            )
         return {**values, "full_newton": bool(values["full_newton"])}
 
     def __init__(self, run: Run) -> None:
@@ -649,6 +658,7 @@ class NewmarkGCP(Stepper):
         self.ctrl = newmark_gcp.control(
             run.newton_tol, o["max_iterations"], fv=self.fv, full_newton=o["full_newton"],
             phi_tol=run.newton_tol, pivot_ratio=fraction * quality, pivot_fraction=fraction,
+            predictor=o["predictor"],
         )  # fmt: skip
         self.x = np.zeros(newmark_gcp.state_width(n, m))
         self.x[: 2 * n] = run.x
@@ -716,6 +726,7 @@ class NewmarkGCP(Stepper):
             "newton_tol": self.run.newton_tol,
             "max_iterations": o["max_iterations"],
             "full_newton": o["full_newton"],
+            "predictor": o["predictor"],
             "independent_coordinates": [self.run.module.COORDINATE_NAMES[i] for i in self.ws[7]],
         }
 

@@ -40,10 +40,15 @@ discretization and residual but drops from the iteration matrix the derivative o
 the acceleration right side (N and L) and the constraint-force Hessian (Φ_qᵀλ)_q:
 Ψ_v̈ − Π_v̈ of Eq. 40.  Its solution is the same; only Newton's convergence differs.
 
-Steps (§3.3).  Predictor: v, v̇ from Eqs. 16-17 with β = γ = 0, u and u̇ from
-Eqs. 11-12, and v̈ from the state-space equations (Eq. 39) there; if the predicted v
-admits no u (a large step on a stiff problem) the step starts from v̈_n instead
-(counted in ``S_PRED_FALLBACK``).  Corrector: for each iterate v̈, u is solved from
+Steps (§3.3).  Predictor (``ctrl[C_PREDICTOR]`` 0, "ode"): v, v̇ from Eqs. 16-17
+with β = γ = 0, u and u̇ from Eqs. 11-12, and v̈ from the state-space equations
+(Eq. 39) there; if the predicted v admits no u the step starts from v̈_n instead
+(counted in ``S_PRED_FALLBACK``).  That predictor is an explicit Euler step of the
+velocities: on a stiff damper (h c/J ≫ 1) it overshoots, and Newton's method may
+diverge from it where it converges from v̈_n (the double pendulum with c = 500 at
+h = 0.003: from the predictor's v̈, ten times the solution, Newton diverges; from
+v̈_n it converges in three iterations).  ``ctrl[C_PREDICTOR]`` 1 ("constant") starts
+from v̈_{n+1} = v̈_n.  Corrector: for each iterate v̈, u is solved from
 Eq. 11 starting from ũ + βh²ü (Eq. 17 applied to u, a good start), then u̇, ü, λ, Ψ;
 a Newton update of v̈; repeat.  The accepted step is the last iterate evaluated, so Φ,
 the velocity equation and the index-1 equations (Haug 1989, Eq. 7.2.1) hold there:
@@ -96,7 +101,11 @@ C_PHI_TOL = 7  # ‖Φ‖∞ that Newton on u (Eq. 11) must reach
 C_PHI_ITERS = 8  # most Newton iterations on u per evaluation
 C_PIVOT_RATIO = 9  # re-partition when min|pivot of Φ_u| / max|Φ_q| falls below this
 C_PIVOT_FRACTION = 10  # after a re-partition: C_PIVOT_RATIO = this × its quality
-CTRL_SIZE = 11
+C_PREDICTOR = 11  # start of Newton: 0 the §3.3 predictor stage, 1 v̈_{n+1} = v̈_n
+CTRL_SIZE = 12
+
+#: Values of ``ctrl[C_PREDICTOR]`` by name.
+PREDICTORS = {"ode": 0.0, "constant": 1.0}
 
 # Layout of the int64 ``state`` array shared between chunks.
 S_STEP = 0  # steps taken since t0
@@ -132,6 +141,7 @@ def control(
     phi_iterations: int = 25,
     pivot_ratio: float = 0.0,
     pivot_fraction: float = 0.1,
+    predictor: str = "ode",
 ) -> np.ndarray:
     """The ``ctrl`` vector; β = ¼, γ = ½ (the trapezoidal rule) as in the paper's §4."""
     ctrl = np.zeros(CTRL_SIZE)
@@ -146,6 +156,7 @@ def control(
     ctrl[C_PHI_ITERS] = phi_iterations
     ctrl[C_PIVOT_RATIO] = pivot_ratio
     ctrl[C_PIVOT_FRACTION] = pivot_fraction
+    ctrl[C_PREDICTOR] = PREDICTORS[predictor]
     return ctrl
 
 
@@ -656,7 +667,15 @@ def newmark_gcp_chunk(
             restarted = False
             repartitioned = False
             phase = _PH_PREDICT
-        elif phase == _PH_CORRECT:
+            if ctrl[C_PREDICTOR] != 0.0:  # v̈_{n+1} = v̈_n
+                for i in range(n):
+                    qdd1[i] = qdd[i]
+                    qddp[i] = qdd[i]
+                k = 0
+                nrm_prev = 0.0
+                converged = False
+                phase = _PH_CORRECT
+        if phase == _PH_CORRECT:
             newmark(n, bh2, gh, qt, qdt, qdd1, q1, qd1)
         # the one evaluation site of the kinematic and kinetic equations
         status, ratio = consistent(
@@ -730,7 +749,12 @@ def newmark_gcp_chunk(
             for i in range(n):
                 q1[i] = qt[i]
                 qd1[i] = qdt[i]
-            phase = _PH_PREDICT
+                qdd1[i] = qdd[i]
+                qddp[i] = qdd[i]
+            k = 0
+            nrm_prev = 0.0
+            converged = False
+            phase = _PH_PREDICT if ctrl[C_PREDICTOR] == 0.0 else _PH_CORRECT
             continue
         for a in range(nv):
             dv[a] = -dv[a]  # −Ψ: accelerations leaves Ψ in ws[34]
