@@ -220,8 +220,9 @@ class Method:
     @property
     def enforces_constraints(self) -> bool:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
-        index-3 Newton): it takes no constraint handling, no Baumgarte gains."""
-        return self.family in ("welch", *INDEX3_FAMILIES)
+        index-3 Newton, Newmark-GCP's partitioning): it takes no constraint handling, no
+        Baumgarte gains."""
+        return self.family in ("welch", "newmark_gcp", *INDEX3_FAMILIES)
 
     @property
     def integrates_states(self) -> bool:
@@ -237,7 +238,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch", *INDEX3_FAMILIES):
+        if self.family in ("rk", "welch", "newmark_gcp", *INDEX3_FAMILIES):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -332,6 +333,24 @@ METHODS: dict[str, Method] = {
             "genalpha_adaptive",
             "genalpha_chunk",
             "generalized-α with HHT's error control (rtol, atol) and dense output",
+            (2,),
+        ),
+        Method(
+            "newmark_gcp",
+            "newmark_gcp",
+            "newmark_gcp_chunk",
+            "implicit trapezoidal Newmark on the state-space ODE of coordinate "
+            "partitioning (IMPL), Newton on the independent accelerations with the exact "
+            "Jacobian, fixed step: stiff forces, few degrees of freedom (Haug, Negrut & "
+            "Iancu 1997, Eqs. 20-39)",
+            (2,),
+        ),
+        Method(
+            "newmark_gcp_fv",
+            "newmark_gcp",
+            "newmark_gcp_chunk",
+            "newmark_gcp with Fisette & Vaneghem's quasi-Newton matrix (FV: no N, L, "
+            "(Φ_qᵀλ)_q; Haug, Negrut & Iancu 1997, Eq. 40): for comparison",
             (2,),
         ),
     )

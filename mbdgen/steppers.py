@@ -41,7 +41,16 @@ import numpy as np
 from mbdgen.analysis.assembly import RemovedRows
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
-from mbdgen.runtime import adaptive, explicit, genalpha, hht, index1, partition, welch
+from mbdgen.runtime import (
+    adaptive,
+    explicit,
+    genalpha,
+    hht,
+    index1,
+    newmark_gcp,
+    partition,
+    welch,
+)
 from mbdgen.runtime.status import NEWTON_FAILED
 
 #: Steps per jitted call (variable step: attempts); big enough that the Python round
@@ -724,6 +733,155 @@ class GeneralizedAlphaAdaptive(ErrorControlled, GeneralizedAlpha):
     }  # fmt: skip
 
 
+class NewmarkGCP(Stepper):
+    """Implicit Newmark (trapezoidal: β = ¼, γ = ½) on the state-space ODE of
+    generalized coordinate partitioning, fixed step (Haug, Negrut & Iancu 1997, §3;
+    :mod:`mbdgen.runtime.newmark_gcp`): Newton on the independent accelerations v̈.
+    Its state is [q; q̇; q̈; λ], as HHT's.
+
+    Two methods share it, named as the paper compares them: ``newmark_gcp`` is IMPL,
+    the paper's algorithm with the exact Jacobian of Eq. 29; ``newmark_gcp_fv`` is
+    Fisette & Vaneghem's quasi-Newton variant (FV, Eq. 40), the same discretization
+    with an inexact iteration matrix, kept for the paper's comparison (§4.4).
+    """
+
+    family = "newmark_gcp"
+    #: Method name → uses FV's iteration matrix.
+    VARIANTS: ClassVar[dict[str, bool]] = {"newmark_gcp": False, "newmark_gcp_fv": True}
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "max_iterations": 10,
+        "full_newton": False,
+        "predictor": "ode",
+    }
+    status_messages: ClassVar[dict[int, str]] = {
+        NEWTON_FAILED: (
+            "Newton's method on the independent accelerations (Haug, Negrut & Iancu 1997, "
+            "Eq. 30) did not converge within max_iterations, even after a new partition, "
+            "or an iterate admits no dependent coordinates (Eq. 11): the step h is too "
+            "large for the motion, the mechanism is near a singular configuration, or "
+            "newton_tol is below round-off"
+        ),
+    }
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - set(cls.DEFAULTS)
+        if unknown:
+            raise MbdgenError(
+                f"the newmark_gcp methods take the options {', '.join(cls.DEFAULTS)}, not "
+                f"{', '.join(sorted(unknown))}"
+            )
+        values = {**cls.DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+        iterations = values["max_iterations"]
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise MbdgenError(f"max_iterations must be a whole number ≥ 1, got {iterations!r}")
+        if values["predictor"] not in newmark_gcp.PREDICTORS:
+            raise MbdgenError(
+                "predictor must be 'ode' (the §3.3 predictor stage of Haug, Negrut & Iancu "
+                f"1997) or 'constant' (v̈_n), got {values['predictor']!r}"
+            )
+        return {**values, "full_newton": bool(values["full_newton"])}
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        n, m = run.n, run.m
+        if m >= n:
+            raise MbdgenError(
+                f"newmark_gcp integrates the independent coordinates, but the model has "
+                f"{m} constraints on {n} coordinates: no degree of freedom is left"
+            )
+        if run.removed:
+            raise MbdgenError(
+                f"newmark_gcp cannot run a mechanism with redundant constraints "
+                f"({', '.join(run.removed.names)} depend on the other rows): partitioning "
+                "needs independent rows; use hht or genalpha"
+            )
+        phi_q = np.zeros((m, n))
+        run.module.phi_q(run.t0, run.x[:n], run.p, phi_q)
+        try:
+            dep, ind, quality = partition.choose_partition(phi_q)
+        except ValueError as exc:
+            raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
+        # the driver's GCP threshold: pivot_ratio × the quality of the partition
+        fraction = float(run.ctrl[partition.C_PIVOT_RATIO])
+        o = run.options
+        self.fv = self.VARIANTS[run.spec.name]
+        self.ctrl = newmark_gcp.control(
+            run.newton_tol, o["max_iterations"], fv=self.fv, full_newton=o["full_newton"],
+            phi_tol=run.newton_tol, pivot_ratio=fraction * quality, pivot_fraction=fraction,
+            predictor=o["predictor"],
+        )  # fmt: skip
+        self.x = np.zeros(newmark_gcp.state_width(n, m))
+        self.x[: 2 * n] = run.x
+        self.ws = newmark_gcp.workspace(n, m, dep, ind)
+        self.state = np.zeros(newmark_gcp.STATE_SIZE, dtype=np.int64)
+        self.out = Outputs(
+            t=np.zeros(run.rows),
+            x=np.zeros((run.rows, self.x.size)),
+            f=np.zeros((run.rows, 0)),
+            aux=np.zeros((run.rows, 2)),
+        )
+        self.entry = run.module.newmark_gcp_chunk
+
+    def advance(self, todo: int) -> int:
+        run, out = self.run, self.out
+        return int(
+            self.entry(
+                run.p, self.ctrl, self.ws, run.t0, run.h, self.x, self.state, todo,
+                run.output_every, out.t, out.x, out.aux,
+            )
+        )  # fmt: skip
+
+    @property
+    def progress(self) -> int:
+        return int(self.state[newmark_gcp.S_STEP])
+
+    @property
+    def rows(self) -> int:
+        return int(self.state[newmark_gcp.S_ROW])
+
+    def columns(self, k: int) -> dict[str, np.ndarray]:
+        n, x = self.run.n, self.out.x
+        return {
+            "t": self.out.t[:k],
+            "q": x[:k, :n],
+            "qd": x[:k, n : 2 * n],
+            "qdd": x[:k, 2 * n : 3 * n],
+            "lam": x[:k, 3 * n :],
+            "phi_norm": self.out.aux[:k, 0],
+            "phid_norm": self.out.aux[:k, 1],
+        }
+
+    def counters(self) -> dict[str, Any]:
+        s, nm = self.state, newmark_gcp
+        return {
+            "steps": self.progress,
+            "newton_iterations": int(s[nm.S_NEWTON]),
+            "jacobian_evaluations": int(s[nm.S_JAC]),
+            "factorizations": int(s[nm.S_FACT]),
+            "rhs_evaluations": int(s[nm.S_NEVAL]),
+            "residual_evaluations": int(s[nm.S_RESIDUALS]),
+            "max_iterations_per_step": int(s[nm.S_MAX_ITERS]),
+            "newton_restarts": int(s[nm.S_RESTARTS]),
+            "partition_changes": int(s[nm.S_REPART]),
+            "position_iterations": int(s[nm.S_POSITION_ITERS]),
+            "predictor_fallbacks": int(s[nm.S_PRED_FALLBACK]),
+        }
+
+    def info(self) -> dict[str, Any]:
+        o = self.run.options
+        return {
+            "variant": "fv" if self.fv else "impl",
+            "newmark_beta": float(self.ctrl[newmark_gcp.C_BETA]),
+            "newmark_gamma": float(self.ctrl[newmark_gcp.C_GAMMA]),
+            "newton_tol": self.run.newton_tol,
+            "max_iterations": o["max_iterations"],
+            "full_newton": o["full_newton"],
+            "predictor": o["predictor"],
+            "independent_coordinates": [self.run.module.COORDINATE_NAMES[i] for i in self.ws[7]],
+        }
+
+
 #: Method family (:attr:`mbdgen.methods.Method.family`) → its stepper.
 FAMILIES: dict[str, type[Stepper]] = {
     "adams": FixedStep,
@@ -734,4 +892,5 @@ FAMILIES: dict[str, type[Stepper]] = {
     "genalpha": GeneralizedAlpha,
     "hht_adaptive": HHTAdaptive,
     "genalpha_adaptive": GeneralizedAlphaAdaptive,
+    "newmark_gcp": NewmarkGCP,
 }

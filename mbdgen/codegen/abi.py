@@ -267,6 +267,15 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         + ("out_t", "out_x", "out_aux"),
     ),
     EntryPoint(
+        "newmark_gcp_chunk",
+        "newmark_gcp.newmark_gcp_chunk",
+        ("dynamics", "phi", "phi_q", "force", "gamma", "mass_a_q", "phi_q_lam_q")
+        + ("force_q", "force_qd", "phi_q_a_q", "gamma_q", "gamma_qd")
+        + ("N_COORDINATES", "N_CONSTRAINTS"),
+        ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
+        + ("out_t", "out_x", "out_aux"),
+    ),
+    EntryPoint(
         "derived",
         "postprocess.derived",
         ("energy", "reactions", "phi_t"),

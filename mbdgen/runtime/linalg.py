@@ -171,3 +171,28 @@ def lu_solve_factored(LU: np.ndarray, piv: np.ndarray, b: np.ndarray, N: int) ->
         for j in range(i + 1, N):
             s -= LU[i, j] * b[j]
         b[i] = s / LU[i, i]
+
+
+@njit(cache=True, inline="always")
+def lu_solve_transposed(LU: np.ndarray, piv: np.ndarray, b: np.ndarray, N: int) -> None:
+    """b ← A⁻ᵀ b with ``LU``, ``piv`` from :func:`lu_factor_inplace` (both left intact).
+
+    With P A = L U, Aᵀ = Uᵀ Lᵀ P: solve Uᵀ y = b forward, Lᵀ z = y backward, then
+    undo the row exchanges in reverse order.
+    """
+    for i in range(N):
+        s = b[i]
+        for j in range(i):
+            s -= LU[j, i] * b[j]
+        b[i] = s / LU[i, i]
+    for i in range(N - 2, -1, -1):
+        s = b[i]
+        for j in range(i + 1, N):
+            s -= LU[j, i] * b[j]
+        b[i] = s
+    for k in range(N - 1, -1, -1):
+        p = piv[k]
+        if p != k:
+            tmp = b[k]
+            b[k] = b[p]
+            b[p] = tmp
