@@ -384,7 +384,60 @@ class VariableStep(Stepper):
         }
 
 
-class HHT(Stepper):
+class AccelerationState(Stepper):
+    """Base of the fixed-step implicit families whose state is x = [q; q̇; q̈; λ] and
+    whose entry point is ``entry(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t,
+    out_x, out_aux)`` with the step and row counts in ``state[0]``, ``state[1]``
+    (:mod:`mbdgen.runtime.hht`, :mod:`mbdgen.runtime.newmark_gcp`)."""
+
+    ctrl: np.ndarray
+    state: np.ndarray
+    entry: Any
+
+    def _allocate_state(self) -> None:
+        """x from the run's [q0; q̇0] (q̈, λ found at the start) and the output rows:
+        t, x and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂]."""
+        run = self.run
+        self.x = np.zeros(3 * run.n + run.m)
+        self.x[: 2 * run.n] = run.x
+        self.out = Outputs(
+            t=np.zeros(run.rows),
+            x=np.zeros((run.rows, self.x.size)),
+            f=np.zeros((run.rows, 0)),
+            aux=np.zeros((run.rows, 2)),
+        )
+
+    def advance(self, todo: int) -> int:
+        run, out = self.run, self.out
+        return int(
+            self.entry(
+                run.p, self.ctrl, self.ws, run.t0, run.h, self.x, self.state, todo,
+                run.output_every, out.t, out.x, out.aux,
+            )
+        )  # fmt: skip
+
+    @property
+    def progress(self) -> int:
+        return int(self.state[0])
+
+    @property
+    def rows(self) -> int:
+        return int(self.state[1])
+
+    def columns(self, k: int) -> dict[str, np.ndarray]:
+        n, x = self.run.n, self.out.x
+        return {
+            "t": self.out.t[:k],
+            "q": x[:k, :n],
+            "qd": x[:k, n : 2 * n],
+            "qdd": x[:k, 2 * n : 3 * n],
+            "lam": x[:k, 3 * n :],
+            "phi_norm": self.out.aux[:k, 0],
+            "phid_norm": self.out.aux[:k, 1],
+        }
+
+
+class HHT(AccelerationState):
     """HHT-α for the index-3 DAE at a fixed step (Negrut et al. 2007, Eqs. 10-14;
     :func:`mbdgen.runtime.hht.hht_chunk`): Newton on (q̈, λ) with the iteration matrix
     of Eq. 12 from the generated Jacobian blocks.  Its state is [q; q̇; q̈; λ]."""
@@ -447,19 +500,11 @@ class HHT(Stepper):
 
     def __init__(self, run: Run) -> None:
         super().__init__(run)
-        n, m = run.n, run.m
-        self.x = np.zeros(hht.state_width(n, m))
-        self.x[: 2 * n] = run.x
+        self._allocate_state()
         self.ctrl = self.control()
         self.beta, self.gamma_nm = self.ctrl[hht.C_BETA], self.ctrl[hht.C_GAMMA]
         self.state = np.zeros(hht.STATE_SIZE, dtype=np.int64)
         self._setup()
-        self.out = Outputs(
-            t=np.zeros(run.rows),
-            x=np.zeros((run.rows, self.x.size)),
-            f=np.zeros((run.rows, 0)),
-            aux=np.zeros((run.rows, 2)),
-        )
         self.entry = getattr(run.module, run.spec.entry)
 
     def _setup(self) -> None:
@@ -475,35 +520,6 @@ class HHT(Stepper):
             o["hht_alpha"], self.run.newton_tol, o["max_iterations"],
             degree=o["predictor_degree"], full_newton=o["full_newton"], **step,
         )  # fmt: skip
-
-    def advance(self, todo: int) -> int:
-        run, out = self.run, self.out
-        return int(
-            self.entry(
-                run.p, self.ctrl, self.ws, run.t0, run.h, self.x, self.state, todo,
-                run.output_every, out.t, out.x, out.aux,
-            )
-        )  # fmt: skip
-
-    @property
-    def progress(self) -> int:
-        return int(self.state[hht.S_STEP])
-
-    @property
-    def rows(self) -> int:
-        return int(self.state[hht.S_ROW])
-
-    def columns(self, k: int) -> dict[str, np.ndarray]:
-        n, x = self.run.n, self.out.x
-        return {
-            "t": self.out.t[:k],
-            "q": x[:k, :n],
-            "qd": x[:k, n : 2 * n],
-            "qdd": x[:k, 2 * n : 3 * n],
-            "lam": x[:k, 3 * n :],
-            "phi_norm": self.out.aux[:k, 0],
-            "phid_norm": self.out.aux[:k, 1],
-        }
 
     def counters(self) -> dict[str, Any]:
         s = self.state
@@ -733,7 +749,7 @@ class GeneralizedAlphaAdaptive(ErrorControlled, GeneralizedAlpha):
     }  # fmt: skip
 
 
-class NewmarkGCP(Stepper):
+class NewmarkGCP(AccelerationState):
     """Implicit Newmark (trapezoidal: β = ¼, γ = ½) on the state-space ODE of
     generalized coordinate partitioning, fixed step (Haug, Negrut & Iancu 1997, §3;
     :mod:`mbdgen.runtime.newmark_gcp`): Newton on the independent accelerations v̈.
@@ -811,46 +827,10 @@ class NewmarkGCP(Stepper):
             phi_tol=run.newton_tol, pivot_ratio=fraction * quality, pivot_fraction=fraction,
             predictor=o["predictor"],
         )  # fmt: skip
-        self.x = np.zeros(newmark_gcp.state_width(n, m))
-        self.x[: 2 * n] = run.x
+        self._allocate_state()
         self.ws = newmark_gcp.workspace(n, m, dep, ind)
         self.state = np.zeros(newmark_gcp.STATE_SIZE, dtype=np.int64)
-        self.out = Outputs(
-            t=np.zeros(run.rows),
-            x=np.zeros((run.rows, self.x.size)),
-            f=np.zeros((run.rows, 0)),
-            aux=np.zeros((run.rows, 2)),
-        )
         self.entry = run.module.newmark_gcp_chunk
-
-    def advance(self, todo: int) -> int:
-        run, out = self.run, self.out
-        return int(
-            self.entry(
-                run.p, self.ctrl, self.ws, run.t0, run.h, self.x, self.state, todo,
-                run.output_every, out.t, out.x, out.aux,
-            )
-        )  # fmt: skip
-
-    @property
-    def progress(self) -> int:
-        return int(self.state[newmark_gcp.S_STEP])
-
-    @property
-    def rows(self) -> int:
-        return int(self.state[newmark_gcp.S_ROW])
-
-    def columns(self, k: int) -> dict[str, np.ndarray]:
-        n, x = self.run.n, self.out.x
-        return {
-            "t": self.out.t[:k],
-            "q": x[:k, :n],
-            "qd": x[:k, n : 2 * n],
-            "qdd": x[:k, 2 * n : 3 * n],
-            "lam": x[:k, 3 * n :],
-            "phi_norm": self.out.aux[:k, 0],
-            "phid_norm": self.out.aux[:k, 1],
-        }
 
     def counters(self) -> dict[str, Any]:
         s, nm = self.state, newmark_gcp
