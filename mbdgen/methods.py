@@ -225,6 +225,12 @@ class Method:
         return self.family in ("welch", "newmark_gcp", *INDEX3_FAMILIES)
 
     @property
+    def error_controlled(self) -> bool:
+        """The step size follows a local error estimate (rtol, atol; ``h`` is then the
+        output interval), not the user's h."""
+        return self.family in ("adaptive", "hht_adaptive", "genalpha_adaptive")
+
+    @property
     def integrates_states(self) -> bool:
         """The method integrates user differential states X (Negrut et al. 2007, Eq. 9a
         with the third block row of Eq. 12); the others refuse a model that has any."""
