@@ -311,6 +311,11 @@ class Welch(FixedStep):
         )  # fmt: skip
 
 
+def _output_progress(done: int, run: Run) -> int:
+    """Output rows ``done`` of a variable-step run in the fixed-step loop's units."""
+    return run.n_steps if done == run.rows else max(0, done - 1) * run.output_every
+
+
 class VariableStep(Stepper):
     """Variable step (and order) with error control and dense output on the output
     grid: vabm (Haug 1989 §7.4.4) and rkf45_adaptive
@@ -347,9 +352,7 @@ class VariableStep(Stepper):
 
     @property
     def progress(self) -> int:
-        """Output intervals done, in the fixed-step loop's units."""
-        done, run = self.rows, self.run
-        return run.n_steps if done == run.rows else max(0, done - 1) * run.output_every
+        return _output_progress(self.rows, self.run)
 
     @property
     def rows(self) -> int:
@@ -674,9 +677,7 @@ class ErrorControlled:
 
     @property
     def progress(self) -> int:
-        """Output intervals done, in the fixed-step loop's units."""
-        done, run = self.rows, self.run
-        return run.n_steps if done == run.rows else max(0, done - 1) * run.output_every
+        return _output_progress(self.rows, self.run)
 
     @property
     def rows(self) -> int:
@@ -858,7 +859,7 @@ class NewmarkGCP(AccelerationState):
             "max_iterations": o["max_iterations"],
             "full_newton": o["full_newton"],
             "predictor": o["predictor"],
-            "independent_coordinates": [self.run.module.COORDINATE_NAMES[i] for i in self.ws[7]],
+            "independent_coordinates": [self.run.module.COORDINATE_NAMES[i] for i in self.ws.ind],
         }
 
 

@@ -100,19 +100,19 @@ def _runtime_matrix(module, dep, ind, state, t, bh2, gh, fv):
     n, m, p = module.N_COORDINATES, module.N_CONSTRAINTS, module.P_DEFAULT
     q, qd, qdd, lam, mass, phi_q = state
     ws = rt.workspace(n, m, dep, ind)
-    ws[0][:] = mass
-    ws[3][:] = phi_q
-    ws[8][:] = phi_q[:, dep]
-    assert linalg.lu_factor_inplace(ws[8], ws[9], m) == 0
-    module.mass_a_q(t, q, qdd, p, ws[13])
-    module.phi_q_lam_q(t, q, lam, p, ws[14])
-    module.force_q(t, q, qd, p, ws[15])
-    module.force_qd(t, q, qd, p, ws[16])
-    module.phi_q_a_q(t, q, qdd, p, ws[17])
-    module.gamma_q(t, q, qd, p, ws[18])
-    module.gamma_qd(t, q, qd, p, ws[19])
+    ws.mass[:] = mass
+    ws.phi_q[:] = phi_q
+    ws.Ju[:] = phi_q[:, dep]
+    assert linalg.lu_factor_inplace(ws.Ju, ws.pivu, m) == 0
+    module.mass_a_q(t, q, qdd, p, ws.maq)
+    module.phi_q_lam_q(t, q, lam, p, ws.plq)
+    module.force_q(t, q, qd, p, ws.fq)
+    module.force_qd(t, q, qd, p, ws.fqd)
+    module.phi_q_a_q(t, q, qdd, p, ws.paq)
+    module.gamma_q(t, q, qd, p, ws.gq)
+    module.gamma_qd(t, q, qd, p, ws.gqd)
     rt.assemble_iteration_matrix(n, m, bh2, gh, fv, ws)
-    return ws[22].copy()
+    return ws.A.copy()
 
 
 # Relative max difference from central differences (step 1e-5 max(1, |v̈|)), at a

@@ -76,6 +76,7 @@ the full q, q̇, q̈ of the accepted step are known, only the split changes.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -165,49 +166,91 @@ def state_width(n: int, m: int) -> int:
     return 3 * n + m
 
 
-def workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, ...]:
+class Workspace(NamedTuple):
+    """Preallocated arrays of :func:`newmark_gcp_chunk`; M, Q, Φ, Φ_q, Φ_t, γ of the
+    latest evaluation first (the stepper contract, :mod:`mbdgen.diagnose`)."""
+
+    mass: np.ndarray  # M
+    force: np.ndarray  # Q
+    phi: np.ndarray  # Φ
+    phi_q: np.ndarray  # Φ_q
+    phi_t: np.ndarray  # Φ_t
+    gam: np.ndarray  # γ
+    dep: np.ndarray  # u's indices
+    ind: np.ndarray  # v's indices
+    Ju: np.ndarray  # LU of Φ_u
+    pivu: np.ndarray  # its pivots
+    H: np.ndarray  # H (Eq. 31)
+    J: np.ndarray  # J (Eq. 32)
+    L: np.ndarray  # L (Eq. 33)
+    maq: np.ndarray  # (M q̈)_q
+    plq: np.ndarray  # (Φ_qᵀλ)_q
+    fq: np.ndarray  # Q_q
+    fqd: np.ndarray  # Q_q̇
+    paq: np.ndarray  # (Φ_q q̈)_q
+    gq: np.ndarray  # γ_q
+    gqd: np.ndarray  # γ_q̇
+    P: np.ndarray  # P = [I; H] on the rows of v and u
+    G: np.ndarray  # G (n × nv scratch)
+    A: np.ndarray  # iteration matrix Ψ_v̈, factorized
+    piv: np.ndarray  # its pivots
+    B: np.ndarray  # Eq. 39's matrix (scratch)
+    q1: np.ndarray  # q_{n+1} (iterate)
+    qd1: np.ndarray  # q̇_{n+1}
+    qdd1: np.ndarray  # q̈_{n+1}
+    lam1: np.ndarray  # λ_{n+1}
+    v_pred: np.ndarray  # predictor ṽ (Eq. 19, all coordinates)
+    vd_pred: np.ndarray  # predictor ṽ̇ (Eq. 18, all coordinates)
+    qdd_pred: np.ndarray  # q̈ of the predictor stage (restart point)
+    res_n: np.ndarray  # scratch n: M q̈ − Q
+    res_m: np.ndarray  # scratch m
+    psi: np.ndarray  # Ψ, then the Newton update
+    part_scratch: np.ndarray  # scratch of the full-pivoting partition
+    part_perm: np.ndarray  # its column permutation
+
+
+def workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray) -> Workspace:
     """Preallocated arrays of :func:`newmark_gcp_chunk` for the partition ``dep``,
-    ``ind`` (sorted indices of u and v); M, Q, Φ, Φ_q, Φ_t, γ of the latest
-    evaluation first (the stepper contract)."""
+    ``ind`` (sorted indices of u and v)."""
     nv = n - m
-    return (
-        np.zeros((n, n)),  # 0 M
-        np.zeros(n),  # 1 Q
-        np.zeros(m),  # 2 Φ
-        np.zeros((m, n)),  # 3 Φ_q
-        np.zeros(m),  # 4 Φ_t
-        np.zeros(m),  # 5 γ
-        np.array(dep, dtype=np.int64),  # 6 u's indices
-        np.array(ind, dtype=np.int64),  # 7 v's indices
-        np.zeros((m, m)),  # 8 LU of Φ_u
-        np.zeros(m, dtype=np.int64),  # 9 its pivots
-        np.zeros((m, nv)),  # 10 H (Eq. 31)
-        np.zeros((m, nv)),  # 11 J (Eq. 32)
-        np.zeros((m, nv)),  # 12 L (Eq. 33)
-        np.zeros((n, n)),  # 13 (M q̈)_q
-        np.zeros((n, n)),  # 14 (Φ_qᵀλ)_q
-        np.zeros((n, n)),  # 15 Q_q
-        np.zeros((n, n)),  # 16 Q_q̇
-        np.zeros((m, n)),  # 17 (Φ_q q̈)_q
-        np.zeros((m, n)),  # 18 γ_q
-        np.zeros((m, n)),  # 19 γ_q̇
-        np.zeros((n, nv)),  # 20 P = [I; H] on the rows of v and u
-        np.zeros((n, nv)),  # 21 G (n × nv scratch)
-        np.zeros((nv, nv)),  # 22 iteration matrix Ψ_v̈, factorized
-        np.zeros(nv, dtype=np.int64),  # 23 its pivots
-        np.zeros((nv, nv)),  # 24 Eq. 39's matrix (scratch)
-        np.zeros(n),  # 25 q_{n+1} (iterate)
-        np.zeros(n),  # 26 q̇_{n+1}
-        np.zeros(n),  # 27 q̈_{n+1}
-        np.zeros(m),  # 28 λ_{n+1}
-        np.zeros(n),  # 29 predictor ṽ (Eq. 19, all coordinates)
-        np.zeros(n),  # 30 predictor ṽ̇ (Eq. 18, all coordinates)
-        np.zeros(n),  # 31 q̈ of the predictor stage (restart point)
-        np.zeros(n),  # 32 scratch n: M q̈ − Q
-        np.zeros(m),  # 33 scratch m
-        np.zeros(nv),  # 34 Ψ, then the Newton update
-        np.zeros((m, n)),  # 35 scratch of the full-pivoting partition
-        np.zeros(n, dtype=np.int64),  # 36 its column permutation
+    return Workspace(
+        mass=np.zeros((n, n)),
+        force=np.zeros(n),
+        phi=np.zeros(m),
+        phi_q=np.zeros((m, n)),
+        phi_t=np.zeros(m),
+        gam=np.zeros(m),
+        dep=np.array(dep, dtype=np.int64),
+        ind=np.array(ind, dtype=np.int64),
+        Ju=np.zeros((m, m)),
+        pivu=np.zeros(m, dtype=np.int64),
+        H=np.zeros((m, nv)),
+        J=np.zeros((m, nv)),
+        L=np.zeros((m, nv)),
+        maq=np.zeros((n, n)),
+        plq=np.zeros((n, n)),
+        fq=np.zeros((n, n)),
+        fqd=np.zeros((n, n)),
+        paq=np.zeros((m, n)),
+        gq=np.zeros((m, n)),
+        gqd=np.zeros((m, n)),
+        P=np.zeros((n, nv)),
+        G=np.zeros((n, nv)),
+        A=np.zeros((nv, nv)),
+        piv=np.zeros(nv, dtype=np.int64),
+        B=np.zeros((nv, nv)),
+        q1=np.zeros(n),
+        qd1=np.zeros(n),
+        qdd1=np.zeros(n),
+        lam1=np.zeros(m),
+        v_pred=np.zeros(n),
+        vd_pred=np.zeros(n),
+        qdd_pred=np.zeros(n),
+        res_n=np.zeros(n),
+        res_m=np.zeros(m),
+        psi=np.zeros(nv),
+        part_scratch=np.zeros((m, n)),
+        part_perm=np.zeros(n, dtype=np.int64),
     )
 
 
@@ -238,7 +281,7 @@ def newmark(n, bh2, gh, qt, qdt, qdd1, q1, qd1):
 @njit(cache=True)
 def _position_update(m, ws):
     """One Newton update of u for Φ(u, v) = 0 (Eq. 11) from Φ, Φ_q in ``ws``."""
-    phi, phi_q, dep, Ju, q1, r = ws[2], ws[3], ws[6], ws[8], ws[25], ws[33]
+    phi, phi_q, dep, Ju, q1, r = ws.phi, ws.phi_q, ws.dep, ws.Ju, ws.q1, ws.res_m
     for i in range(m):
         for j in range(m):
             Ju[i, j] = phi_q[i, dep[j]]
@@ -254,8 +297,8 @@ def _position_update(m, ws):
 def _velocities(n, m, ws):
     """Φ_u factorized at the evaluated q1 and u̇ from Φ_u u̇ = −Φ_v v̇ − Φ_t (Eq. 12).
     Returns (status, min|pivot of Φ_u| / max|Φ_q|)."""
-    phi_q, phi_t, dep, ind, Ju, pivu = ws[3], ws[4], ws[6], ws[7], ws[8], ws[9]
-    qd1, r = ws[26], ws[33]
+    phi_q, phi_t, dep, ind, Ju, pivu = ws.phi_q, ws.phi_t, ws.dep, ws.ind, ws.Ju, ws.pivu
+    qd1, r = ws.qd1, ws.res_m
     if m == 0:
         return OK, 1.0
     scale = 0.0
@@ -289,7 +332,7 @@ def consistent(dynamics, phi_k, phi_q_k, force_k, gamma_k, n, m, t, p, ctrl, ws,
     Returns (status, pivot ratio min|pivot of Φ_u| / max|Φ_q|).
     """
     mass, force, phi, phi_q, phi_t, gam = ws[:6]
-    q1, qd1 = ws[25], ws[26]
+    q1, qd1 = ws.q1, ws.qd1
     tol = ctrl[C_PHI_TOL]
     max_iterations = ctrl[C_PHI_ITERS]
     iters = 0
@@ -321,12 +364,12 @@ def consistent(dynamics, phi_k, phi_q_k, force_k, gamma_k, n, m, t, p, ctrl, ws,
 
 @njit(cache=True)
 def accelerations(n, m, ws, state):
-    """ü from Eq. 13, λ from Eq. 10 and Ψ of Eq. 20 into ``ws[34]``, for the v̈ in
+    """ü from Eq. 13, λ from Eq. 10 and Ψ of Eq. 20 into ``ws.psi``, for the v̈ in
     q̈1[v] and the evaluation left by :func:`consistent`.  Returns a status."""
     mass, force, phi_q, gam, dep, ind, Ju, pivu = (
-        ws[0], ws[1], ws[3], ws[5], ws[6], ws[7], ws[8], ws[9]
+        ws.mass, ws.force, ws.phi_q, ws.gam, ws.dep, ws.ind, ws.Ju, ws.pivu
     )  # fmt: skip
-    qdd1, lam1, e, r, psi = ws[27], ws[28], ws[32], ws[33], ws[34]
+    qdd1, lam1, e, r, psi = ws.qdd1, ws.lam1, ws.res_n, ws.res_m, ws.psi
     nv = n - m
     for i in range(m):
         s = gam[i]
@@ -358,8 +401,8 @@ def accelerations(n, m, ws, state):
 @njit(cache=True)
 def _h_matrix(n, m, ws):
     """H of Eq. 31 (Φ_u H = −Φ_v) and P = [I; H] on the rows of v and u."""
-    phi_q, dep, ind, Ju, pivu, H = ws[3], ws[6], ws[7], ws[8], ws[9], ws[10]
-    P, r = ws[20], ws[33]
+    phi_q, dep, ind, Ju, pivu, H = ws.phi_q, ws.dep, ws.ind, ws.Ju, ws.pivu, ws.H
+    P, r = ws.P, ws.res_m
     nv = n - m
     for j in range(nv):
         for i in range(m):
@@ -380,8 +423,8 @@ def _h_matrix(n, m, ws):
 def ode_acceleration(n, m, ws, state):
     """v̈ of the state-space equations (Eq. 39) at the evaluated state, then ü, λ
     (Eqs. 37-38) by :func:`accelerations`.  Returns a status."""
-    mass, force, gam, dep, ind, Ju, pivu = ws[0], ws[1], ws[5], ws[6], ws[7], ws[8], ws[9]
-    P, G, Ar, qdd1, c, r, rhs = ws[20], ws[21], ws[24], ws[27], ws[32], ws[33], ws[34]
+    mass, force, gam, dep, ind, Ju, pivu = ws.mass, ws.force, ws.gam, ws.dep, ws.ind, ws.Ju, ws.pivu
+    P, G, Ar, qdd1, c, r, rhs = ws.P, ws.G, ws.B, ws.qdd1, ws.res_n, ws.res_m, ws.psi
     nv = n - m
     _h_matrix(n, m, ws)
     for i in range(m):
@@ -417,11 +460,11 @@ def ode_acceleration(n, m, ws, state):
 @njit(cache=True)
 def assemble_iteration_matrix(n, m, bh2, gh, fv, ws):
     """Ψ_v̈ of Eq. 29 (IMPL) or Π_v̈ of Eq. 40 (FV: without N, L, (Φ_qᵀλ)_q) as Pᵀ G
-    (module docstring) into ``ws[22]``, from the Jacobian blocks in ``ws[13:20]``, M,
+    (module docstring) into ``ws.A``, from the Jacobian blocks in ``ws.maq`` … ``ws.gqd``, M,
     Φ_q and the LU of Φ_u at the iterate.  ``bh2`` = βh², ``gh`` = γh."""
-    mass, dep, ind, Ju, pivu, H, J, L = ws[0], ws[6], ws[7], ws[8], ws[9], ws[10], ws[11], ws[12]
-    maq, plq, fq, fqd, paq, gq, gqd = ws[13], ws[14], ws[15], ws[16], ws[17], ws[18], ws[19]
-    P, G, A, r = ws[20], ws[21], ws[22], ws[33]
+    mass, dep, ind, Ju, pivu, H, J, L = ws.mass, ws.dep, ws.ind, ws.Ju, ws.pivu, ws.H, ws.J, ws.L
+    maq, plq, fq, fqd, paq, gq, gqd = ws.maq, ws.plq, ws.fq, ws.fqd, ws.paq, ws.gq, ws.gqd
+    P, G, A, r = ws.P, ws.G, ws.A, ws.res_m
     nv = n - m
     _h_matrix(n, m, ws)
     for j in range(nv):  # Eq. 32, with (Φ_q q̇)_q + Φ_qt = −½ γ_q̇
@@ -487,8 +530,8 @@ def iteration_matrix(
     """The Jacobian blocks at the iterate (q1, q̇1, q̈1, λ1) in ``ws`` from the generated
     kernels (FV needs fewer), then :func:`assemble_iteration_matrix`.  Needs the
     evaluation of :func:`consistent` and :func:`accelerations` at the iterate."""
-    maq, plq, fq, fqd, paq, gq, gqd = ws[13], ws[14], ws[15], ws[16], ws[17], ws[18], ws[19]
-    q1, qd1, qdd1, lam1 = ws[25], ws[26], ws[27], ws[28]
+    maq, plq, fq, fqd, paq, gq, gqd = ws.maq, ws.plq, ws.fq, ws.fqd, ws.paq, ws.gq, ws.gqd
+    q1, qd1, qdd1, lam1 = ws.q1, ws.qd1, ws.qdd1, ws.lam1
     mass_a_q(t, q1, qdd1, p, maq)
     force_q(t, q1, qd1, p, fq)
     force_qd(t, q1, qd1, p, fqd)
@@ -503,7 +546,7 @@ def iteration_matrix(
 @njit(cache=True)
 def _record(n, m, row, t, x, ws, out_t, out_x, out_aux):
     """Output row: t, x = [q; q̇; q̈; λ], and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂]."""
-    phi, phi_q, phi_t = ws[2], ws[3], ws[4]
+    phi, phi_q, phi_t = ws.phi, ws.phi_q, ws.phi_t
     out_t[row] = t
     for i in range(x.shape[0]):
         out_x[row, i] = x[i]
@@ -522,7 +565,7 @@ def _record(n, m, row, t, x, ws, out_t, out_x, out_aux):
 @njit(cache=True)
 def _accept(n, m, x, ws):
     """x ← [q1; q̇1; q̈1; λ1]; False if a value is not finite."""
-    q1, qd1, qdd1, lam1 = ws[25], ws[26], ws[27], ws[28]
+    q1, qd1, qdd1, lam1 = ws.q1, ws.qd1, ws.qdd1, ws.lam1
     for i in range(n):
         x[i] = q1[i]
         x[n + i] = qd1[i]
@@ -537,9 +580,9 @@ def _accept(n, m, x, ws):
 
 @njit(cache=True)
 def _newton_update(n, m, tol, bh2, ws):
-    """v̈ += Δv̈ (the solved update in ``ws[34]``); the weighted norm of Δv̈
+    """v̈ += Δv̈ (the solved update in ``ws.psi``); the weighted norm of Δv̈
     (module docstring)."""
-    ind, q1, qdd1, dv = ws[7], ws[25], ws[27], ws[34]
+    ind, q1, qdd1, dv = ws.ind, ws.q1, ws.qdd1, ws.psi
     dq = 0.0
     sq = 1.0
     sx = 1.0
@@ -556,7 +599,7 @@ def _newton_update(n, m, tol, bh2, ws):
 def _choose(n, m, ws, ctrl, state):
     """New u, v from Φ_q in ``ws`` by full pivoting (Eqs. 7-8); the re-partition
     threshold becomes ``ctrl[C_PIVOT_FRACTION]`` times its quality.  A status."""
-    quality = _choose_dependent(n, m, ws[3], ws[35], ws[36], ws[6], ws[7])
+    quality = _choose_dependent(n, m, ws.phi_q, ws.part_scratch, ws.part_perm, ws.dep, ws.ind)
     if quality == 0.0:
         return SINGULAR
     ctrl[C_PIVOT_RATIO] = ctrl[C_PIVOT_FRACTION] * quality
@@ -612,7 +655,7 @@ def newmark_gcp_chunk(
     n, m : numbers of coordinates and constraints.
     ctrl : (CTRL_SIZE,) from :func:`control`; ``ctrl[C_PIVOT_RATIO]`` is updated on
         re-partitioning.
-    ws : :func:`workspace` (n, m, u, v); the partition in ws[6], ws[7] is updated.
+    ws : :func:`workspace` (n, m, u, v); the partition in ws.dep, ws.ind is updated.
     x : (3n + m,) [q; q̇; q̈; λ] at t0 + state[S_STEP] h, updated in place.  Before the
         first call (``state[S_STARTED] == 0``) only q, q̇ are read: u and u̇ are made
         consistent with v, v̇ (Eqs. 11-12), q̈ and λ computed (Eqs. 37-39).
@@ -625,8 +668,16 @@ def newmark_gcp_chunk(
     status : ``OK``, or ``NEWTON_FAILED``, ``SINGULAR``, ``NONFINITE``; on failure ``x``
     holds the last accepted step.
     """
-    q1, qd1, qdd1, qt, qdt, qddp, dv = ws[25], ws[26], ws[27], ws[29], ws[30], ws[31], ws[34]
-    A, pivA = ws[22], ws[23]
+    q1, qd1, qdd1, qt, qdt, qddp, dv = (
+        ws.q1,
+        ws.qd1,
+        ws.qdd1,
+        ws.v_pred,
+        ws.vd_pred,
+        ws.qdd_pred,
+        ws.psi,
+    )
+    A, pivA = ws.A, ws.piv
     nv = n - m
     q = x[:n]
     qd = x[n : 2 * n]
@@ -741,7 +792,7 @@ def newmark_gcp_chunk(
             # Haug 1989 §7.3.2, step 7: a new partition when the integrator struggles,
             # chosen at the last accepted step; the step starts over from its predictor
             repartitioned = True
-            phi_q_k(t1 - h, q, p, ws[3])
+            phi_q_k(t1 - h, q, p, ws.phi_q)
             status = _choose(n, m, ws, ctrl, state)
             if status != OK:
                 return status
@@ -757,7 +808,7 @@ def newmark_gcp_chunk(
             phase = _PH_PREDICT if ctrl[C_PREDICTOR] == 0.0 else _PH_CORRECT
             continue
         for a in range(nv):
-            dv[a] = -dv[a]  # −Ψ: accelerations leaves Ψ in ws[34]
+            dv[a] = -dv[a]  # −Ψ: accelerations leaves Ψ in ws.psi
         if full_newton or state[S_JAC_VALID] == 0:
             iteration_matrix(
                 mass_a_q, phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q, gamma_qd,
