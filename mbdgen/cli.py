@@ -636,9 +636,10 @@ def methods() -> None:
     """List the registered integration methods."""
     from mbdgen.methods import METHODS
 
+    width = max(len(name) for name in METHODS)
     for m in METHODS.values():
         orders = ", ".join(map(str, m.orders))
-        click.echo(f"{m.name:<9} k in {{{orders}}}  {m.description}")
+        click.echo(f"{m.name:<{width}}  k in {{{orders}}}  {m.description}")
 
 
 @main.command()
