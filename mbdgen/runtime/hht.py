@@ -58,6 +58,10 @@ term).  A step whose Newton iteration fails after the restart is rejected and h
 cut by 4 (§3); below h_min the run ends with ``NEWTON_FAILED`` (or
 ``STEP_SIZE_COLLAPSE`` after error-test failures, ``NONFINITE`` after a NaN).  The
 iteration matrix is kept while h stays within ``H_CHANGE`` of the h it was built for.
+Generalized-α's a_n ≈ q̈(t_n + (α_m − α_f) h) (Arnold & Brüls 2007, §3) belongs to
+the step h that made it: a step of another size h′ first takes a_n ← q̈_n + (h′/h)
+(a_n − q̈_n), else each change of h leaves an O(Δh) error that the estimate does not
+see (on Andrews' mechanism a floor of 3e-5 from ε = 1e-8 on).
 No step passes the end time; outputs at the requested times come from
 :func:`interpolate` over the step that contains them, and Φ, Φ̇ there are evaluated
 at the interpolated state.
@@ -134,7 +138,8 @@ F_HMAX = 4  # largest step allowed
 F_HJAC = 5  # step size of the factorized iteration matrix
 F_ERR = 6  # composite error e/ε of the last attempt (Eq. 34; > 1: rejected)
 F_TEND = 7  # end of the integration: no step goes past it
-F_SIZE = 8
+F_HA = 8  # generalized-α: the step ``ws.a`` belongs to (0: a_n = q̈_n, any step)
+F_SIZE = 9
 
 #: Round-off floor of the Newton corrections, in units of eps max(1, ‖q‖∞)/(βh²).
 _NOISE = 10.0 * np.finfo(np.float64).eps
@@ -610,6 +615,13 @@ def index3_chunk(
                     gh = gamma_nm * hs * scale
                     for i in range(n):
                         weight[i] = max(atol, rtol * y_max[i])  # ε Y_i (Eq. 34)
+                    if generalized and fstate[F_HA] > 0.0 and hs != fstate[F_HA]:
+                        # a_n ≈ q̈(t_n + (α_m − α_f) h) for the step it was made with:
+                        # move it to the new step to first order
+                        r = hs / fstate[F_HA]
+                        for i in range(n):
+                            a[i] = qdd[i] + r * (a[i] - qdd[i])
+                        fstate[F_HA] = hs
             else:
                 if done == n_steps:
                     return OK
@@ -695,6 +707,7 @@ def index3_chunk(
                 if generalized:
                     for i in range(n):
                         a[i] = a1[i]
+                    fstate[F_HA] = hs
                 for i in range(x.shape[0]):
                     if not math.isfinite(x[i]):
                         return NONFINITE
