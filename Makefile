@@ -20,10 +20,11 @@ demo: $(STAMP)
 	$(BIN)/mbdgen simulate models/slider_crank.py --method abm --order 4 --h 1e-3 \
 		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.csv --output-every 10 --no-progress
 
-## test: lint and the whole test suite
+## test: lint and the whole test suite, one pytest worker per core (TEST_WORKERS=1: serial)
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
