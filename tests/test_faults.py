@@ -137,6 +137,31 @@ def test_sigterm_is_an_interrupt_that_keeps_the_steps(pendulum):
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
 
 
+IMPLICIT = ("hht", "genalpha", "hht_adaptive", "genalpha_adaptive", "newmark_gcp", "newmark_gcp_fv")
+
+
+@pytest.mark.parametrize("method", IMPLICIT)
+def test_implicit_methods_keep_the_steps_on_sigterm_and_name_a_singular_matrix(pendulum, method):
+    """Items 3 and 7 for the implicit families (issue 10): SIGTERM keeps every row the
+    run recorded (up to the chunk that was running), and a pendulum without mass or
+    inertia stops at its first iteration matrix with the cause named."""
+    calls = []
+
+    def progress(t, t_end):
+        calls.append(t)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(SimulationError, match=r"terminated \(SIGTERM\) at t = ") as info:
+        mbdgen.simulate(pendulum, method, None, 1e-3, 50.0, progress=progress)
+    partial = info.value.result
+    assert info.value.reason == "terminated" and len(partial) > 4000
+    assert np.isfinite(partial.q).all() and partial.t[-1] < 50.0
+    with pytest.raises(SimulationError, match="mass matrix is singular on the motions") as info:
+        mbdgen.simulate(pendulum, method, None, 0.01, 0.1, params={"m": 0.0, "J": 0.0})
+    assert info.value.reason == "failed"
+
+
 def _start_long_run(out: Path, t_end: float) -> subprocess.Popen:
     """A CLI run of the pendulum that steps for about a second per 100 s of t_end."""
     args = [PENDULUM, "--out-dir", GENERATED, "--h", "1e-4", "--t-end", t_end]
