@@ -124,21 +124,22 @@ def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
     click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
 
 
-def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
+def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, float]:
+    """``NAME=VALUE`` items of a repeated option (``flag`` names it in the messages)."""
     params: dict[str, float] = {}
     for item in values:
         name, sep, value = item.partition("=")
         if not sep:
-            raise MbdgenError(f"--param {item!r}: write NAME=VALUE")
+            raise MbdgenError(f"{flag} {item!r}: write NAME=VALUE")
         try:
             number = float(value)
         except ValueError:
-            raise MbdgenError(f"--param {item!r}: {value!r} is not a number") from None
+            raise MbdgenError(f"{flag} {item!r}: {value!r} is not a number") from None
         if not math.isfinite(number):
             text = value.strip()
             spelled = text.lower().lstrip("+-") in ("nan", "inf", "infinity")
             raise MbdgenError(
-                f"--param {item!r}: {text!r} is not a finite number"
+                f"{flag} {item!r}: {text!r} is not a finite number"
                 + ("" if spelled else f" (it reads as {number!r})")
                 + "; give a finite value"
             )
@@ -195,6 +196,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, float]:
     "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
 )
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option(
+    "--x0",
+    "x0",
+    multiple=True,
+    help="Initial value of a user state (hht, genalpha and their adaptive forms): NAME=VALUE.",
+)
 @click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
@@ -233,6 +240,7 @@ def simulate(
     h_min: float | None,
     h_max: float | None,
     params: tuple[str, ...],
+    x0: tuple[str, ...],
     assemble: bool,
     hold: tuple[str, ...],
     output_every: int,
@@ -293,6 +301,7 @@ def simulate(
                 options={k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None},
                 assemble=list(hold) if assemble else False,
                 params=_parse_params(params),
+                x0=_parse_params(x0, "--x0") or None,
                 output_every=output_every,
                 progress=callback,
                 phi_tol=phi_tol,

@@ -29,11 +29,12 @@ def resolve_model(model: ModuleType | str | Path) -> ModuleType:
 def parameter_vector(
     module: ModuleType,
     params: Mapping[str, float] | None,
-    x0: Sequence[float] | None = None,
+    x0: Sequence[float] | Mapping[str, float] | None = None,
 ) -> np.ndarray:
     """The kernels' parameter vector p = [parameters; X]: the module's default
     parameters with ``params`` (by name) substituted, then the user states' initial
-    values X0 (``x0``, default the model's ``X0``; see :mod:`mbdgen.model.states`).
+    values X0 (``x0``, default the model's ``X0``; see :mod:`mbdgen.model.states` and
+    :func:`initial_states`).
 
     The kernels read user state k at p[N_PARAMETERS + k]; a runtime that integrates
     the states writes X_{n+1} there before each evaluation.  Without states p is the
@@ -56,10 +57,31 @@ def parameter_vector(
     return np.concatenate([p, initial_states(module, x0)])
 
 
-def initial_states(module: ModuleType, x0: Sequence[float] | None = None) -> np.ndarray:
-    """The user states' initial values X0 (``x0``, or the model's), length N_STATES."""
+def initial_states(
+    module: ModuleType, x0: Sequence[float] | Mapping[str, float] | None = None
+) -> np.ndarray:
+    """The user states' initial values X0, length N_STATES: ``x0`` in the order of
+    ``STATE_NAMES``, or a mapping name → value (the others keep the model's), or the
+    model's ``X0``."""
     default = np.asarray(getattr(module, "X0", ()), dtype=np.float64)
-    return state_vector(x0, default, "x0")
+    if not isinstance(x0, Mapping):
+        return state_vector(x0, default, "x0")
+    names = tuple(getattr(module, "STATE_NAMES", ()))
+    values = np.array(default, dtype=np.float64)
+    for name, value in x0.items():
+        if name not in names:
+            raise MbdgenError(
+                f"model {module.MODEL_NAME!r} has no user state {name!r}; its states are "
+                f"{', '.join(names) or '(none)'}"
+            )
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise MbdgenError(f"x0 of state {name!r} = {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise MbdgenError(f"x0 of state {name!r} = {value!r} is not a finite number")
+        values[names.index(name)] = number
+    return values
 
 
 def state_vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:

@@ -184,19 +184,18 @@ def rk_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a, np.array([float(v) for v in b]), np.array([float(v) for v in c])
 
 
-#: Families that integrate user differential states X (Ẋ = f(q, q̇, X, t)).  None yet:
-#: the states are declared, derived and compiled (kernels ``state_rate*``,
-#: ``force_x``), and HHT's Newton loop is to take Ẋ as a third unknown (Negrut et al.
-#: 2007, Eqs. 9, 12, 13; docs/design-notes.md); until then every method refuses a
-#: stateful model rather than hold X at X0 and integrate the wrong closed loop.
-STATE_FAMILIES: tuple[str, ...] = ()
-
 #: Start-up procedures of the Adams methods: name → (runtime code, RK tableau).
 STARTS = {"rkf45": (1, "rkf45"), "ramp": (0, "rkf45"), "haug1989-tables": (0, "rkf45")}
 
 
 #: The families of the index-3 implicit methods (HHT-α, generalized-α).
 INDEX3_FAMILIES = ("hht", "genalpha", "hht_adaptive", "genalpha_adaptive")
+
+#: Families that integrate user differential states X (Ẋ = f(q, q̇, X, t)): the index-3
+#: methods, with Ẋ as a third Newton unknown (Negrut et al. 2007, Eqs. 9, 12, 13;
+#: :mod:`mbdgen.runtime.hht`).  The others refuse a stateful model rather than hold X
+#: at X0 and integrate another closed loop.
+STATE_FAMILIES: tuple[str, ...] = INDEX3_FAMILIES
 
 
 @dataclass(frozen=True)
@@ -312,8 +311,9 @@ METHODS: dict[str, Method] = {
             "hht",
             "hht",
             "hht_chunk",
-            "HHT-α, implicit, index-3 DAE, Newton on (q̈, λ), fixed step; numerical "
-            "damping --hht-alpha in [-1/3, 0] (Negrut et al. 2007, Eqs. 10-14)",
+            "HHT-α, implicit, index-3 DAE, Newton on (q̈, λ) and user states' Ẋ "
+            "(controllers), fixed step; numerical damping --hht-alpha in [-1/3, 0] "
+            "(Negrut et al. 2007, Eqs. 9-14)",
             (2,),
         ),
         Method(

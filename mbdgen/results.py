@@ -79,6 +79,9 @@ class Result:
         torque at the joint point on each body, global then body frame), or None.
     reaction_names : the R row labels, ``<joint>.<body>``.
     constraint_names : a label per column of ``lam``.
+    states, state_rates : (N, nd) user differential states X and their rates Ẋ
+        (Negrut et al. 2007, Eq. 8a), columns named by ``state_names``; (N, 0) for a
+        model without states.
     """
 
     t: np.ndarray
@@ -97,6 +100,17 @@ class Result:
     _reactions: np.ndarray | None = field(default=None, repr=False)
     _power: np.ndarray | None = field(default=None, repr=False)
     _derive: Any = field(default=None, repr=False, compare=False)
+    state_names: tuple[str, ...] = ()
+    states: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    state_rates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def __post_init__(self) -> None:
+        rows = self.t.shape[0]
+        nd = len(self.state_names)
+        for name in ("states", "state_rates"):
+            value = getattr(self, name)
+            if value.size == 0:
+                setattr(self, name, np.zeros((rows, nd)))
 
     def _derived(self) -> None:
         if self._derive is not None:
@@ -190,6 +204,15 @@ class Result:
                 f"no coordinate {name!r}; the coordinates are {', '.join(self.coordinates)}"
             ) from None
 
+    def state(self, name: str) -> np.ndarray:
+        """The time history of the user state called ``name``."""
+        try:
+            return self.states[:, self.state_names.index(name)]
+        except ValueError:
+            raise MbdgenError(
+                f"no state {name!r}; the states are {', '.join(self.state_names) or '(none)'}"
+            ) from None
+
     def save(self, path: str | Path) -> Path:
         """Write the result atomically; ``.npz`` (loadable by :func:`load`) or ``.csv``.
 
@@ -220,10 +243,14 @@ class Result:
             **({} if self.energy is None else {"energy": self.energy}),
             **({} if self.power is None else {"power": self.power}),
             **({} if self.reactions is None else {"reactions": self.reactions}),
+            **(
+                {"states": self.states, "state_rates": self.state_rates} if self.state_names else {}
+            ),
             meta=np.array(
                 json.dumps(
                     {
                         "coordinates": list(self.coordinates),
+                        "state_names": list(self.state_names),
                         "reaction_names": list(self.reaction_names),
                         "constraint_names": list(self.constraint_names),
                         "counters": self.counters,
@@ -241,9 +268,12 @@ class Result:
             + [f"{c}_d" for c in self.coordinates]
             + [f"{c}_dd" for c in self.coordinates]
             + [f"lam_{i}" for i in range(m)]
+            + list(self.state_names)
+            + [f"{s}_d" for s in self.state_names]
             + ["phi_norm", "phid_norm"]
         )
-        columns = [self.t, self.q, self.qd, self.qdd, self.lam, self.phi_norm, self.phid_norm]
+        columns = [self.t, self.q, self.qd, self.qdd, self.lam, self.states, self.state_rates]
+        columns += [self.phi_norm, self.phid_norm]
         if self.energy is not None:
             names.append("kinetic")
             columns.append(self.energy[:, :1])
@@ -306,6 +336,13 @@ def load(path: str | Path) -> Result:
     rows = arrays["t"].shape[0] if arrays["t"].ndim == 1 else -1
     if any(arrays[k].shape[:1] != (rows,) for k in _REQUIRED if k != "meta"):
         raise ResultFileError(f"{where} is inconsistent: its arrays differ in length")
+    nd = len(meta.get("state_names", ()))
+    for key in ("states", "state_rates") if nd else ():
+        if key not in arrays or arrays[key].shape != (rows, nd):
+            raise ResultFileError(
+                f"{where} is inconsistent: it names {nd} user state(s) but its {key!r} "
+                "array is missing or of another shape"
+            )
     return Result(
         t=arrays["t"],
         q=arrays["q"],
@@ -322,4 +359,6 @@ def load(path: str | Path) -> Result:
         _power=arrays.get("power"),
         reaction_names=tuple(meta.get("reaction_names", ())),
         constraint_names=tuple(meta.get("constraint_names", ())),
+        state_names=tuple(meta.get("state_names", ())),
+        **{k: arrays[k] for k in ("states", "state_rates") if k in arrays},
     )

@@ -93,7 +93,7 @@ def check_states_supported(module: ModuleType, spec: Method) -> None:
     if n_states and not spec.integrates_states:
         able = ", ".join(name for name, m in METHODS.items() if m.integrates_states)
         names = ", ".join(module.STATE_NAMES)
-        hint = f"use one of: {able}" if able else "no method integrates user states yet"
+        hint = f"use one of: {able}"
         raise MbdgenError(
             f"method {spec.name!r} cannot integrate user states, and model "
             f"{module.MODEL_NAME!r} has {n_states} ({names}); {hint}"
@@ -124,7 +124,8 @@ def derived_quantities(
     qd = np.ascontiguousarray(result.qd)
     lam = np.ascontiguousarray(result.lam)
     t = np.ascontiguousarray(result.t)
-    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), energy, react)
+    states = np.ascontiguousarray(result.states)  # each row's X into the tail of p
+    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), states, energy, react)
     if not getattr(module, "HAS_POTENTIAL", True):
         energy[:, 1:] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
     result._energy = np.ascontiguousarray(energy[:, :2])
@@ -336,6 +337,7 @@ def simulate(
     params: Mapping[str, float] | None = None,
     q0: Sequence[float] | None = None,
     qd0: Sequence[float] | None = None,
+    x0: Sequence[float] | Mapping[str, float] | None = None,
     alpha: float = 0.0,
     beta: float = 0.0,
     output_every: int = 1,
@@ -365,6 +367,11 @@ def simulate(
         one order and needs none.
     alpha, beta : Baumgarte parameters (Haug 1989, Eq. 7.3.8); 0, 0 integrates the
         index-1 equations directly (§7.3.3).
+    x0 : initial values of the model's user differential states X (controllers,
+        actuators; Negrut et al. 2007, Eq. 8a), in the order of ``STATE_NAMES`` or by
+        name (the others keep the model's ``X0``); default the model's ``X0``.  Only
+        the index-3 methods (hht, genalpha and their error-controlled forms) integrate
+        states; ``result.states``, ``result.state_rates`` hold X and Ẋ.
     output_every : record every this many steps.
     progress : called as ``progress(t, t_end)`` after each chunk.
     start : how the first k − 1 steps are taken: ``"rkf45"`` (Fehlberg's fifth-order
@@ -490,7 +497,7 @@ def simulate(
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
-    p = parameter_vector(module, params)
+    p = parameter_vector(module, params, x0)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
@@ -560,6 +567,7 @@ def simulate(
     result = Result(
         **stepper.columns(k),
         coordinates=tuple(module.COORDINATE_NAMES),
+        state_names=tuple(getattr(module, "STATE_NAMES", ())),
         counters={
             **stepper.counters(),
             "output_rows": k,

@@ -101,6 +101,11 @@ class Run:
     def m(self) -> int:
         return int(self.module.N_CONSTRAINTS)
 
+    @property
+    def nd(self) -> int:
+        """Number of user differential states X (the tail of ``p``)."""
+        return int(getattr(self.module, "N_STATES", 0))
+
 
 @dataclass
 class Outputs:
@@ -388,7 +393,8 @@ class VariableStep(Stepper):
 
 
 class AccelerationState(Stepper):
-    """Base of the fixed-step implicit families whose state is x = [q; q̇; q̈; λ] and
+    """Base of the fixed-step implicit families whose state is x = [q; q̇; q̈; λ] (with
+    [X; Ẋ] after it where the family integrates user states) and
     whose entry point is ``entry(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t,
     out_x, out_aux)`` with the step and row counts in ``state[0]``, ``state[1]``
     (:mod:`mbdgen.runtime.hht`, :mod:`mbdgen.runtime.newmark_gcp`)."""
@@ -398,11 +404,13 @@ class AccelerationState(Stepper):
     entry: Any
 
     def _allocate_state(self) -> None:
-        """x from the run's [q0; q̇0] (q̈, λ found at the start) and the output rows:
-        t, x and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂]."""
+        """x = [q; q̇; q̈; λ; X; Ẋ] from the run's [q0; q̇0] and X0 (the tail of p; q̈, λ
+        and Ẋ found at the start) and the output rows: t, x and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂]."""
         run = self.run
-        self.x = np.zeros(3 * run.n + run.m)
-        self.x[: 2 * run.n] = run.x
+        n, m, nd = run.n, run.m, run.nd
+        self.x = np.zeros(hht.state_width(n, m, nd))
+        self.x[: 2 * n] = run.x
+        self.x[3 * n + m : 3 * n + m + nd] = run.p[run.p.size - nd :]
         self.out = Outputs(
             t=np.zeros(run.rows),
             x=np.zeros((run.rows, self.x.size)),
@@ -428,22 +436,26 @@ class AccelerationState(Stepper):
         return int(self.state[1])
 
     def columns(self, k: int) -> dict[str, np.ndarray]:
-        n, x = self.run.n, self.out.x
+        n, m, nd, x = self.run.n, self.run.m, self.run.nd, self.out.x
+        o = 3 * n + m
         return {
             "t": self.out.t[:k],
             "q": x[:k, :n],
             "qd": x[:k, n : 2 * n],
             "qdd": x[:k, 2 * n : 3 * n],
-            "lam": x[:k, 3 * n :],
+            "lam": x[:k, 3 * n : o],
             "phi_norm": self.out.aux[:k, 0],
             "phid_norm": self.out.aux[:k, 1],
+            "states": x[:k, o : o + nd],
+            "state_rates": x[:k, o + nd :],
         }
 
 
 class HHT(AccelerationState):
     """HHT-α for the index-3 DAE at a fixed step (Negrut et al. 2007, Eqs. 10-14;
     :func:`mbdgen.runtime.hht.hht_chunk`): Newton on (q̈, λ) with the iteration matrix
-    of Eq. 12 from the generated Jacobian blocks.  Its state is [q; q̇; q̈; λ]."""
+    of Eq. 12 from the generated Jacobian blocks, and Ẋ for user states X (Eqs. 9,
+    13 e3).  Its state is [q; q̇; q̈; λ; X; Ẋ]."""
 
     family = "hht"
     #: Range of HHT's α for which the method is A-stable and second order (Eq. 6).
@@ -511,7 +523,8 @@ class HHT(AccelerationState):
         self.entry = getattr(run.module, run.spec.entry)
 
     def _setup(self) -> None:
-        self.ws = hht.workspace(self.run.n, self.run.m)
+        run = self.run
+        self.ws = hht.workspace(run.n, run.m, nd=run.nd, n_params=run.p.size - run.nd)
 
     def control(self) -> np.ndarray:
         """The runtime's ``ctrl`` vector for the options."""
@@ -547,6 +560,19 @@ class HHT(AccelerationState):
             "max_iterations": o["max_iterations"],
             "predictor_degree": o["predictor_degree"],
             "full_newton": o["full_newton"],
+            **self.state_formula(),
+        }
+
+    def state_formula(self) -> dict[str, float]:
+        """ρ, α_m, α_f of the user states' formula (:mod:`mbdgen.runtime.hht`), for
+        :meth:`info`; empty without states."""
+        if not self.run.nd:
+            return {}
+        c = self.ctrl
+        return {
+            "state_rho": float(c[hht.C_XRHO]),
+            "state_alpha_m": float(c[hht.C_XALPHA_M]),
+            "state_alpha_f": float(c[hht.C_XALPHA_F]),
         }
 
     def parameters(self) -> dict[str, float]:
@@ -557,7 +583,7 @@ class HHT(AccelerationState):
 class GeneralizedAlpha(HHT):
     """Generalized-α for the index-3 DAE at a fixed step (Chung & Hulbert 1993; Arnold
     & Brüls 2007; :mod:`mbdgen.runtime.genalpha`), parameterized by the spectral radius
-    ρ∞ at hω → ∞.  HHT's Newton loop and iteration matrix; state [q; q̇; q̈; λ].
+    ρ∞ at hω → ∞.  HHT's Newton loop and iteration matrix; state [q; q̇; q̈; λ; X; Ẋ].
 
     Default ρ∞ = 0.9: Exudyn's default spectral radius, and about the damping of HHT's
     default α = −0.05 ((1 + α)/(1 − α) = 0.905) — little damping of the resolved
@@ -649,7 +675,7 @@ class ErrorControlled:
         run = self.run
         t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         t_out[-1] = min(t_out[-1], run.t_end)
-        self.ws = hht.workspace(run.n, run.m, t_out)
+        self.ws = hht.workspace(run.n, run.m, t_out, nd=run.nd, n_params=run.p.size - run.nd)
         o, f = run.options, self.ws.fstate
         span = run.t_end - run.t0
         h_max = o["h_max"] if o["h_max"] is not None else span
@@ -717,6 +743,11 @@ class ErrorControlled:
             "h_max": float(f[hht.F_HMAX]),
             "h_first": o["h_first"],
             "error_coefficient": float(self.ctrl[hht.C_ERRCOEF]),  # type: ignore[attr-defined]
+            **(
+                {"state_error_coefficient": float(self.ctrl[hht.C_XERRCOEF])}  # type: ignore[attr-defined]
+                if self.run.nd
+                else {}
+            ),
         }
 
 

@@ -24,10 +24,11 @@ def closed_loop(
     params: Mapping[str, float] | None = None,
     rtol: float = 1e-12,
     atol: float = 1e-12,
+    x0: float | None = None,
 ) -> dict[str, np.ndarray]:
     """φ, φ̇, X and the Cartesian q = [x, y, φ] of the PI pendulum at ``t_eval``, from
-    the model's initial state; DOP853 at ``rtol``, ``atol``.  ``params`` overrides
-    parameters by name, as :func:`mbdgen.simulate` does."""
+    the model's initial state (X(0) = ``x0`` if given); DOP853 at ``rtol``, ``atol``.
+    ``params`` overrides parameters by name, as :func:`mbdgen.simulate` does."""
     value = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
     value.update(params or {})
     m, J, g = value["bar_m"], value["bar_J"], -value["g_y"]
@@ -40,7 +41,7 @@ def closed_loop(
         u = -kp * (phi - ref) - kd * phid - ki * x
         return [phid, (-m * g * l * np.cos(phi) + u) / inertia, phi - ref]
 
-    y0 = [float(module.Q0[2]), float(module.QD0[2]), float(module.X0[0])]
+    y0 = [float(module.Q0[2]), float(module.QD0[2]), float(module.X0[0] if x0 is None else x0)]
     t_eval = np.asarray(t_eval, dtype=float)
     sol = solve_ivp(
         rate, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol

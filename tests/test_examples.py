@@ -26,11 +26,13 @@ def test_example_assembles_and_simulates(name):
     a = assemble(module)
     assert a.residual < 1e-10 and a.dof >= 0 and not a.redundant, a.redundancy_message()
     h, t_end = STEP.get(name, (1e-3, 0.05))
-    if module.N_STATES:  # no method integrates user states yet: tests/test_states.py
+    if module.N_STATES:  # only the index-3 methods integrate user states: test_states.py
         with pytest.raises(mbdgen.MbdgenError, match="cannot integrate user states"):
             mbdgen.simulate(module, "abm", 4, h, t_end, assemble=True)
-        return
-    r = mbdgen.simulate(module, "abm", 4, h, t_end, alpha=10, beta=10, assemble=True)
+        r = mbdgen.simulate(module, "hht", None, h, t_end, assemble=True)
+        assert np.isfinite(r.states).all() and r.states.shape == (len(r), module.N_STATES)
+    else:
+        r = mbdgen.simulate(module, "abm", 4, h, t_end, alpha=10, beta=10, assemble=True)
     assert r.ok and np.isfinite(r.q).all()
     assert r.phi_norm.max() < 1e-6, r.phi_norm.max()
     assert r.energy is not None and np.isfinite(r.energy).all()

@@ -89,7 +89,7 @@ def test_coefficients_at_the_ends():
 @njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
     return ga.genalpha_chunk(
-        osc_dynamics, zero, zero, osc_force_q, zero, 1, 0,
+        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero, 1, 0, 0, 1,
         p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
 

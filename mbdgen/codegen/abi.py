@@ -250,21 +250,17 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         ("p", "ws", "t0", "h", "x", "state", "n_steps", "stride")
         + ("out_t", "out_x", "out_f", "out_aux"),
     ),
-    EntryPoint(
-        "hht_chunk",
-        "hht.hht_chunk",
-        ("dynamics", "mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
-        + ("N_COORDINATES", "N_CONSTRAINTS"),
-        ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
-        + ("out_t", "out_x", "out_aux"),
-    ),
-    EntryPoint(
-        "genalpha_chunk",
-        "genalpha.genalpha_chunk",
-        ("dynamics", "mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
-        + ("N_COORDINATES", "N_CONSTRAINTS"),
-        ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
-        + ("out_t", "out_x", "out_aux"),
+    *(
+        EntryPoint(
+            f"{name}_chunk",
+            f"{name}.{name}_chunk",
+            ("dynamics", "mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
+            + ("state_rate", "state_rate_q", "state_rate_qd", "state_rate_x", "force_x")
+            + ("N_COORDINATES", "N_CONSTRAINTS", "N_STATES", "N_PARAMETERS"),
+            ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
+            + ("out_t", "out_x", "out_aux"),
+        )
+        for name in ("hht", "genalpha")
     ),
     EntryPoint(
         "newmark_gcp_chunk",
@@ -279,7 +275,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "derived",
         "postprocess.derived",
         ("energy", "reactions", "phi_t"),
-        ("t", "q", "qd", "lam", "p", "energy_out", "reactions_out"),
+        ("t", "q", "qd", "lam", "p", "states", "energy_out", "reactions_out"),
     ),
 )
 
@@ -293,18 +289,25 @@ REACTION_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-#: Largest n + m for which entry points bind the sizes as compile-time constants.
+#: Largest n + m + nd for which entry points bind the sizes as compile-time constants.
 #: Constant sizes let LLVM unroll the small dense loops (the slider-crank's 7×7
 #: augmented solve), but beyond this it unrolls an LU of (n+m)³/3 operations and
 #: compile time explodes (minutes for a 24-coordinate chain); larger models read
-#: the sizes from the workspace at run time (every ``ws`` has Q at [1], Φ at [2]).
+#: the sizes from the workspace at run time (every ``ws`` has Q at [1], Φ at [2]; the
+#: index-3 workspace has X_{n+1} in ``x1``, :class:`mbdgen.runtime.hht.Workspace`).
 UNROLL_LIMIT = 16
-RUNTIME_SIZES = {"N_COORDINATES": "ws[1].shape[0]", "N_CONSTRAINTS": "ws[2].shape[0]"}
+RUNTIME_SIZES = {
+    "N_COORDINATES": "ws[1].shape[0]",
+    "N_CONSTRAINTS": "ws[2].shape[0]",
+    "N_STATES": "ws.x1.shape[0]",
+    "N_PARAMETERS": "p.shape[0] - ws.x1.shape[0]",
+}
 
 
-def entry_points_for(n: int, m: int) -> tuple[EntryPoint, ...]:
-    """:data:`ENTRY_POINTS` with the sizes bound as constants or read at run time."""
-    if n + m <= UNROLL_LIMIT:
+def entry_points_for(n: int, m: int, nd: int = 0) -> tuple[EntryPoint, ...]:
+    """:data:`ENTRY_POINTS` with the sizes bound as constants or read at run time
+    (the index-3 methods' Newton matrix is (n + m + nd)²)."""
+    if n + m + nd <= UNROLL_LIMIT:
         return ENTRY_POINTS
     return tuple(
         EntryPoint(e.name, e.target, tuple(RUNTIME_SIZES.get(b, b) for b in e.bound), e.args)

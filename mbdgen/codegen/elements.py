@@ -407,7 +407,7 @@ def render_element_module(
             "state_kernels": state_kernels,
             "kernels": kernels,
             "sparse_names": [b.upper() for b in SPARSE_BLOCKS],
-            "entry_points": entry_points_for(mech.n, mech.m),
+            "entry_points": entry_points_for(mech.n, mech.m, len(mech.states)),
         }
     )
     assert set(context) == ELEMENT_TEMPLATE_KEYS, set(context) ^ ELEMENT_TEMPLATE_KEYS

@@ -342,7 +342,11 @@ def render_module(
             "constraint_names": list(model.constraint_names),  # type: ignore[arg-type]
             "kernels": kernels,
             "sparse": sparse,
-            "entry_points": entry_points_for(model.n, model.m),
+            "entry_points": entry_points_for(
+                model.n,
+                model.m,
+                len(model.states),  # type: ignore[attr-defined]
+            ),
         }
     )
     assert set(context) == TEMPLATE_KEYS, set(context) ^ TEMPLATE_KEYS

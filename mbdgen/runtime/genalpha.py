@@ -35,8 +35,21 @@ iteration matrix (§2) for the unknowns (q̈, λ) instead of (q, λ), rows scale
 that it is symmetric for symmetric M̂.
 
 Error control is HHT's (:mod:`mbdgen.runtime.hht`) with generalized-α's local error
-constant (:func:`control`).  Not yet here: user differential states, the perturbed
-starting value of a_0 that Arnold & Brüls discuss.
+constant (:func:`control`).
+
+User differential states X: Ẋ_{n+1} = f(q_{n+1}, q̇_{n+1}, X_{n+1}, t_{n+1}) holds at
+t_{n+1} exactly, as the equations of motion do, and X follows from an averaged rate b
+as q follows from a,
+
+    (1 − α_m) b_{n+1} + α_m b_n = (1 − α_f) Ẋ_{n+1} + α_f Ẋ_n,     b_0 = Ẋ_0
+    X_{n+1} = X_n + h b_n + γh (b_{n+1} − b_n)
+
+(Negrut et al. 2007's Eq. 9a with ρ = γ, in b): X is then to q̇ what q̇ is to a, second
+order for γ = ½ − α_m + α_f because b_n ≈ Ẋ(t_n + (α_m − α_f) h) as a_n ≈ q̈(t_n +
+(α_m − α_f) h) (Arnold & Brüls 2007, §3), and ∂X_{n+1}/∂Ẋ_{n+1} = γh (1 − α_f)/(1 − α_m)
+= γ′h, the scale index3_chunk gives q̇ (the loop, the iteration matrix and the error
+control are HHT's, :mod:`mbdgen.runtime.hht`).  Not yet here: the perturbed starting
+value of a_0 that Arnold & Brüls discuss.
 """
 
 from __future__ import annotations
@@ -98,6 +111,10 @@ def control(
     ctrl[hht.C_ALPHA_M] = alpha_m
     ctrl[hht.C_ALPHA_F] = alpha_f
     ctrl[hht.C_ERRCOEF] = beta + 0.5 * (alpha_m - alpha_f) - 1.0 / 6.0
+    # the states' rates averaged as the accelerations are (module docstring), ρ = γ
+    ctrl[hht.C_XALPHA_M] = alpha_m
+    ctrl[hht.C_XALPHA_F] = alpha_f
+    ctrl[hht.C_XERRCOEF] = hht.state_error_coefficient(alpha_m, alpha_f)
     return ctrl
 
 
@@ -108,8 +125,15 @@ def genalpha_chunk(
     phi_q_lam_q,
     force_q,
     force_qd,
+    state_rate,
+    state_rate_q,
+    state_rate_qd,
+    state_rate_x,
+    force_x,
     n,
     m,
+    nd,
+    n_params,
     p,
     ctrl,
     ws,
@@ -125,12 +149,14 @@ def genalpha_chunk(
 ):
     """Advance up to ``n_steps`` fixed generalized-α steps (module docstring).
 
-    Arguments, state layout [q; q̇; q̈; λ], counters and status codes as
+    Arguments, state layout [q; q̇; q̈; λ; X; Ẋ], counters and status codes as
     :func:`mbdgen.runtime.hht.hht_chunk`; ``ctrl`` from :func:`control`, ``ws`` from
-    :func:`workspace` (``ws[19]`` keeps a_n between chunks).  q̈ is the acceleration
-    (the equations of motion hold with it at t_{n+1}), not the variable a.
+    :func:`workspace` (``ws.a`` keeps a_n, ``ws.xb`` the states' b_n between chunks).
+    q̈ is the acceleration (the equations of motion hold with it at t_{n+1}), not the
+    variable a; Ẋ is the states' rate f at t_{n+1}, not b.
     """
     return index3_chunk(
-        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, p, ctrl, ws, t0, h, x,
+        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q,
+        state_rate_qd, state_rate_x, force_x, n, m, nd, n_params, p, ctrl, ws, t0, h, x,
         state, n_steps, stride, out_t, out_x, out_aux, True,
     )  # fmt: skip

@@ -1,4 +1,5 @@
-"""HHT-α for the index-3 DAE of multibody dynamics (Negrut et al. 2007).
+"""HHT-α for the index-3 DAE of multibody dynamics (Negrut et al. 2007), with user
+differential states.
 
 The equations of motion and the position constraints
 
@@ -61,12 +62,56 @@ iteration matrix is kept while h stays within ``H_CHANGE`` of the h it was built
 Generalized-α's a_n ≈ q̈(t_n + (α_m − α_f) h) (Arnold & Brüls 2007, §3) belongs to
 the step h that made it: a step of another size h′ first takes a_n ← q̈_n + (h′/h)
 (a_n − q̈_n), else each change of h leaves an O(Δh) error that the estimate does not
-see (on Andrews' mechanism a floor of 3e-5 from ε = 1e-8 on).
+see (on Andrews' mechanism a floor of 3e-5 from ε = 1e-8 on); the states' averaged
+rate b_n (below) is carried the same way, by HHT too.
 No step passes the end time; outputs at the requested times come from
 :func:`interpolate` over the step that contains them, and Φ, Φ̇ there are evaluated
 at the interpolated state.
 
-The differential states X of Eqs. 8-9 are not yet here.
+**User differential states** X ∈ R^nd (controllers, actuators; Eq. 8a in the
+explicit form Ẋ = f(q, q̇, X, t), d = Ẋ − f; :mod:`mbdgen.model.states`).  Ẋ_{n+1}
+is the third unknown of Newton's method, after q̈ and λ as in Eq. 12, with the
+residual e3 = Ẋ_{n+1} − f(q_{n+1}, q̇_{n+1}, X_{n+1}, t_{n+1}) of Eq. 13; before each
+evaluation X_{n+1} is written into the tail of a working copy of p (p = [parameters;
+X], :mod:`mbdgen.codegen.abi`), so that the forces see it, and the caller's p is never
+written.  X follows Eq. 9a with ρ = γ — the paper's own hint (§3.1.2: compare Eq. 9
+with Newmark's Eq. 2b), X treated as q̇ is — written in an averaged rate b, as
+generalized-α writes q in its a (Arnold & Brüls 2007):
+
+    (1 − α_m) b_{n+1} + α_m b_n = (1 − α_f) Ẋ_{n+1} + α_f Ẋ_n,     b_0 = Ẋ_0
+    X_{n+1} = X_n + h b_n + ρh (b_{n+1} − b_n),     ρ = γ = ½ − α_m + α_f
+
+(:func:`state_update`), with (α_m, α_f) = (0, −α) for HHT — b_{n+1} = (1 + α) Ẋ_{n+1}
+− α Ẋ_n, the weighting Eq. 11a gives the forces — and generalized-α's own α_m, α_f
+(``ctrl[C_XALPHA_M]``, ``ctrl[C_XALPHA_F]``).  Why not Eq. 9a as printed (b = Ẋ, e3
+at t_{n+1}): that is the θ-method, first order for every ρ ≠ ½ (the paper's Eq. 32,
+δ = (ρ − ½) h² Ẍ), and a first-order X makes the whole closed loop first order — on
+the PI pendulum (models/pi_pendulum.py) φ's error fell as h^1.0 with it and falls as
+h^2.0 with this form.  ρ = ½, Eq. 9a's one second-order choice, is the trapezoidal
+rule, which does not damp a stiff state; this form damps it as the method damps q:
+at hλ → −∞ the amplification of Ẋ = λX has the eigenvalues −α_f/(1 − α_f) (−ρ∞ for
+generalized-α) and 1 − 1/γ (HHT's α = −0.3: 0.43 and 0.25; α = 0 damps nothing).
+∂X_{n+1}/∂Ẋ_{n+1} = ρ′h, ρ′ = ρ (1 − α_f)/(1 − α_m), takes Eq. 9b's ρh in the
+iteration matrix (:func:`state_matrix`, with d_q̈ = d_λ = 0):
+
+    [[M̂, Φ_qᵀ, −Q_X ρ′h], [Φ_q, 0, 0], [−(f_q βh² + f_q̇ γh), 0, I − f_X ρ′h]]
+
+With error control, X's error enters as the paper's Eqs. 33-38 and 46 prescribe, for
+this formula: it is second order, so its local error is δ_X ≈ C_X h³ X⃛ (not Eq. 32's
+O(h²)), C_X = 1/12 − Δ/2 − Δ² + α_m Δ, Δ = α_m − α_f (:func:`state_error_coefficient`,
+derived as Eq. 32 is, on the solution the method follows), with X⃛ from the divided
+differences of the accepted Ẋ over the last two steps (the first step has none and
+takes Ẍ_n = 0, a conservative O(h²) bound).  Its composite error over the weights
+max(atol, rtol Y^X_i), Y^X_i = max_j |X_i,j| (Eq. 34), must be ≤ 1 as q's (Eqs. 47c,
+48c), and the next step is the smaller of Eqs. 37b and 38b — both with the exponent
+1/3 here, so h 0.9 max(e_q, e_X)^(−1/3).  The corrector also needs Eq. 46 for this
+δ_X: ξ/(1 − ξ) ‖ΔẊ ∂δ_X/∂Ẋ / w‖_rms ≤ c, one rate ξ from the largest of the norms of
+Δq̈, Δλ and ΔẊ.  At a fixed step ΔẊ is held to ``ctrl[C_TOL]`` max(1, ‖Ẋ‖∞), not below
+its round-off floor eps max(1, ‖X‖∞)/(ρ′h).  The predictor extrapolates Ẋ with q̈ and
+λ; dense output interpolates X by the cubic Hermite through X, Ẋ, and Ẋ linearly; a
+rejected step leaves X, Ẋ and b as they were.  With nd = 0 every state loop is empty
+and the kernels see the caller's p: the results are those of the loop without states,
+bit for bit.
 
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
@@ -103,7 +148,11 @@ C_ATOL = 12  # ... and its floor: weights max(atol, rtol Y_i)
 C_ERRCOEF = 13  # C of the local error δ = C h² x (Eq. 25: β − 1/(6(1 + α)))
 C_STOP = 14  # c of the corrector stopping criterion (Eq. 45; 0.001)
 C_ATTEMPTS = 15  # step attempts per call with error control
-CTRL_SIZE = 16
+C_XRHO = 16  # ρ of the states' formula (Eq. 9a): γ
+C_XALPHA_M = 17  # α_m of the states' rate average b (HHT: 0; generalized-α: α_m)
+C_XALPHA_F = 18  # α_f of the states' rate average b (HHT: −α; generalized-α: α_f)
+C_XERRCOEF = 19  # C_X of the states' local error δ_X = C_X h³ X⃛ (:func:`state_error_coefficient`)
+CTRL_SIZE = 20
 
 # Layout of the int64 ``state`` array shared between chunks.
 S_STEP = 0  # steps accepted since t0
@@ -138,7 +187,7 @@ F_HMAX = 4  # largest step allowed
 F_HJAC = 5  # step size of the factorized iteration matrix
 F_ERR = 6  # composite error e/ε of the last attempt (Eq. 34; > 1: rejected)
 F_TEND = 7  # end of the integration: no step goes past it
-F_HA = 8  # generalized-α: the step ``ws.a`` belongs to (0: a_n = q̈_n, any step)
+F_HA = 8  # the step ``ws.a`` and ``ws.xb`` belong to (0: a_n = q̈_n, b_n = Ẋ_n)
 F_SIZE = 9
 
 #: Round-off floor of the Newton corrections, in units of eps max(1, ‖q‖∞)/(βh²).
@@ -195,6 +244,10 @@ def control(
     ctrl[C_FULL_NEWTON] = 1.0 if full_newton else 0.0
     ctrl[C_DEGREE] = degree
     ctrl[C_ERRCOEF] = ctrl[C_BETA] - 1.0 / (6.0 * (1.0 + alpha))  # Eq. 25
+    # the states: ρ = γ, their rates averaged as HHT averages the forces (α_m = 0, α_f = −α)
+    ctrl[C_XRHO] = ctrl[C_GAMMA]
+    ctrl[C_XALPHA_F] = -alpha
+    ctrl[C_XERRCOEF] = state_error_coefficient(0.0, -alpha)
     if rtol is not None:
         ctrl[C_ADAPTIVE] = 1.0
         ctrl[C_RTOL] = rtol
@@ -204,9 +257,22 @@ def control(
     return ctrl
 
 
-def state_width(n: int, m: int) -> int:
-    """Length of the state x = [q; q̇; q̈; λ]."""
-    return 3 * n + m
+def state_error_coefficient(alpha_m: float, alpha_f: float) -> float:
+    """C_X of the local error δ_X ≈ C_X h³ X⃛ of the user states' formula (module
+    docstring, "User differential states") with ρ = ½ − Δ, Δ = α_m − α_f:
+
+        C_X = 1/12 − Δ/2 − Δ² + α_m Δ
+
+    derived as Negrut et al. 2007 derive Eq. 32, on the solution the method follows
+    (b_n = Ẋ(t_n + Δh) − ½Δ(1 − 2α_m + Δ) h² X⃛ + O(h³)).  1/12 for Δ = 0, the
+    trapezoidal rule's; 1/12 + 0.15 − 0.09 = 0.143 for HHT's α = −0.3."""
+    delta = alpha_m - alpha_f
+    return 1.0 / 12.0 - 0.5 * delta - delta * delta + alpha_m * delta
+
+
+def state_width(n: int, m: int, nd: int = 0) -> int:
+    """Length of the state x = [q; q̇; q̈; λ; X; Ẋ] (nd user states X)."""
+    return 3 * n + m + 2 * nd
 
 
 class Workspace(NamedTuple):
@@ -239,18 +305,31 @@ class Workspace(NamedTuple):
     hist_t: np.ndarray  # their times
     a: np.ndarray  # generalized-α: a_n of the last accepted step (HHT: unused)
     a1: np.ndarray  # generalized-α: a_{n+1} of the iterate (HHT: unused)
-    x_prev: np.ndarray  # [q; q̇; q̈; λ] at the start of the last accepted step
-    y_max: np.ndarray  # max |q_i| over the accepted steps (Eq. 34's Y_i)
-    weight: np.ndarray  # error weights of the current attempt
+    x_prev: np.ndarray  # [q; q̇; q̈; λ; X; Ẋ] at the start of the last accepted step
+    y_max: np.ndarray  # max |q_i|, then max |X_i|, over the accepted steps (Eq. 34's Y_i)
+    weight: np.ndarray  # error weights of the current attempt (q, then X)
     pw: np.ndarray  # the predictor's Lagrange weights
     fstate: np.ndarray  # (F_SIZE,) times and step sizes, see the ``F_*`` constants
     t_out: np.ndarray  # output times (error control); unused at a fixed step
+    # user differential states X (nd of them; empty arrays when nd = 0)
+    p_work: np.ndarray  # the kernels' p = [parameters; X_{n+1}]: the caller's p is not written
+    x1: np.ndarray  # X_{n+1} (Eq. 9a)
+    xd1: np.ndarray  # Ẋ_{n+1} (Newton iterate)
+    xb: np.ndarray  # b_n, the states' averaged rate of the last accepted step
+    xb1: np.ndarray  # b_{n+1} of the iterate
+    rate: np.ndarray  # f(q, q̇, X, t) at the iterate
+    fxq: np.ndarray  # f_q (nd × n)
+    fxqd: np.ndarray  # f_q̇ (nd × n)
+    fxx: np.ndarray  # f_X (nd × nd)
+    qx: np.ndarray  # Q_X (n × nd)
 
 
-def workspace(n: int, m: int, t_out: np.ndarray | None = None) -> Workspace:
+def workspace(
+    n: int, m: int, t_out: np.ndarray | None = None, nd: int = 0, n_params: int = 0
+) -> Workspace:
     """Preallocated arrays for :func:`index3_chunk`; ``t_out`` the output times of an
-    error-controlled run."""
-    N = n + m
+    error-controlled run; ``nd`` user states after ``n_params`` parameters in p."""
+    N = n + m + nd
     return Workspace(
         mass=np.zeros((n, n)),
         force=np.zeros(n),
@@ -274,12 +353,22 @@ def workspace(n: int, m: int, t_out: np.ndarray | None = None) -> Workspace:
         hist_t=np.zeros(HISTORY),
         a=np.zeros(n),
         a1=np.zeros(n),
-        x_prev=np.zeros(state_width(n, m)),
-        y_max=np.zeros(n),
-        weight=np.ones(n),
+        x_prev=np.zeros(state_width(n, m, nd)),
+        y_max=np.zeros(n + nd),
+        weight=np.ones(n + nd),
         pw=np.zeros(HISTORY),
         fstate=np.zeros(F_SIZE),
         t_out=np.zeros(0) if t_out is None else np.asarray(t_out, dtype=np.float64),
+        p_work=np.zeros(n_params + nd if nd else 0),
+        x1=np.zeros(nd),
+        xd1=np.zeros(nd),
+        xb=np.zeros(nd),
+        xb1=np.zeros(nd),
+        rate=np.zeros(nd),
+        fxq=np.zeros((nd, n)),
+        fxqd=np.zeros((nd, n)),
+        fxx=np.zeros((nd, nd)),
+        qx=np.zeros((n, nd)),
     )
 
 
@@ -376,10 +465,150 @@ def iteration_matrix(
             A[n + i, n + j] = 0.0
 
 
+# The states' steps below are plain (not Numba-inlined) functions: they take no kernels,
+# so each compiles once, and the index-3 loop, inlined into every entry point, stays small
+# (Numba's inlining of the loop costs time in proportion to its size; LLVM still inlines
+# these calls).
+
+
+@njit(cache=True)
+def state_update(nd, h, rho, alpha_m, alpha_f, X, Xd, xb, xd1, xb1, x1, p, n_params):
+    """b_{n+1}, X_{n+1} from Ẋ_{n+1} (module docstring, "User differential states"):
+
+        (1 − α_m) b_{n+1} + α_m b_n = (1 − α_f) Ẋ_{n+1} + α_f Ẋ_n
+        X_{n+1} = X_n + h b_n + ρh (b_{n+1} − b_n)
+
+    (Negrut et al. 2007, Eq. 9a in the averaged rate b; α_m = α_f = 0 is Eq. 9a), and
+    X_{n+1} into the kernels' ``p[n_params:]``."""
+    cm = 1.0 / (1.0 - alpha_m)
+    for i in range(nd):
+        xb1[i] = ((1.0 - alpha_f) * xd1[i] + alpha_f * Xd[i] - alpha_m * xb[i]) * cm
+        x1[i] = X[i] + h * ((1.0 - rho) * xb[i] + rho * xb1[i])
+        p[n_params + i] = x1[i]
+
+
+@njit(cache=True)
+def _put_states(nd, values, p, n_params):
+    """X into the kernels' ``p[n_params:]``."""
+    for i in range(nd):
+        p[n_params + i] = values[i]
+
+
 @njit(cache=True, inline="always")
-def _predict(n, m, degree, hist, hist_t, head, count, t1, w, qdd1, lam1):
-    """q̈_{n+1}, λ_{n+1} extrapolated to ``t1`` by the polynomial through the last
-    ``degree`` + 1 accepted values (§3.5), at their own times: Newton's
+def state_matrix(
+    state_rate_q, state_rate_qd, state_rate_x, force_x, n, m, nd, t, q1, qd1, p, bh2, gh, gx,
+    fxq, fxqd, fxx, qx, A,
+):  # fmt: skip
+    """The states' rows and columns of the Newton matrix (Negrut et al. 2007, Eq. 12
+    with d = Ẋ − f, d_q̈ = d_λ = 0), into ``A`` beside :func:`iteration_matrix`'s
+    (n + m)² block:
+
+        ∂e1/∂Ẋ = −Q_X gx,   ∂e2/∂Ẋ = 0,
+        ∂e3/∂q̈ = −(f_q bh2 + f_q̇ gh),   ∂e3/∂λ = 0,   ∂e3/∂Ẋ = I − f_X gx
+
+    with ``bh2`` = ∂q_{n+1}/∂q̈_{n+1}, ``gh`` = ∂q̇_{n+1}/∂q̈_{n+1} and ``gx`` =
+    ∂X_{n+1}/∂Ẋ_{n+1} = ρh (1 − α_f)/(1 − α_m) (Eq. 9b for the averaged rate), the
+    blocks from the generated kernels at (t, q1, qd1, p) with X_{n+1} in p."""
+    force_x(t, q1, qd1, p, qx)
+    state_rate_q(t, q1, qd1, p, fxq)
+    state_rate_qd(t, q1, qd1, p, fxqd)
+    state_rate_x(t, q1, qd1, p, fxx)
+    _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A)
+
+
+@njit(cache=True)
+def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
+    o = n + m
+    for i in range(n):
+        for j in range(nd):
+            A[i, o + j] = -gx * qx[i, j]
+    for i in range(m):
+        for j in range(nd):
+            A[n + i, o + j] = 0.0
+    for i in range(nd):
+        for j in range(n):
+            A[o + i, j] = -(bh2 * fxq[i, j] + gh * fxqd[i, j])
+        for j in range(m):
+            A[o + i, n + j] = 0.0
+        for j in range(nd):
+            A[o + i, o + j] = (1.0 if i == j else 0.0) - gx * fxx[i, j]
+
+
+@njit(cache=True)
+def _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max):
+    """Ẋ_0 = f(q_0, q̇_0, X_0, t_0), b_0 = Ẋ_0 (as a_0 = q̈_0), the first history row
+    and Y^X (Eq. 34)."""
+    for i in range(nd):
+        Xd[i] = rate[i]
+        xb[i] = rate[i]
+        hist[0, NM + i] = rate[i]
+        y_max[n + i] = abs(X[i])
+
+
+@njit(cache=True)
+def _state_weights(n, nd, hs, hp, rtol, atol, errcoef_x, y_max, weight):
+    """The states' error weights ε Y^X_i (Eq. 34) and ∂δ_X/∂Ẋ_{n+1} of this step (see
+    :func:`_state_error`)."""
+    for i in range(n, n + nd):
+        weight[i] = max(atol, rtol * y_max[i])
+    return 2.0 * errcoef_x * hs * hs / (hs + (hp if hp > 0.0 else hs))
+
+
+@njit(cache=True)
+def _state_error(n, nd, ox, hs, hp, errcoef_x, xd1, Xd, x_prev, weight):
+    """The states' composite error (Eq. 34) of δ_X = C_X h³ X⃛ (the analogue of Eqs.
+    32-33 for this formula), X⃛ from the divided differences of Ẋ over the last two
+    steps (h_n = ``hs``, h_{n−1} = ``hp``; before the first step, none: Ẍ_n taken as
+    0, an O(h²) bound)."""
+    hq = hp if hp > 0.0 else hs
+    acc = 0.0
+    for i in range(nd):
+        slope = (Xd[i] - x_prev[ox + i]) / hp if hp > 0.0 else 0.0
+        x3 = 2.0 * ((xd1[i] - Xd[i]) / hs - slope) / (hs + hq)
+        r = errcoef_x * hs * hs * hs * x3 / weight[n + i]
+        acc += r * r
+    return math.sqrt(acc / nd)
+
+
+@njit(cache=True)
+def _state_accept(n, NM, nd, head, X, Xd, xb, x1, xd1, xb1, hist, y_max):
+    """X, Ẋ, b of the accepted step, its history row and Y^X (Eq. 34)."""
+    for i in range(nd):
+        X[i] = x1[i]
+        Xd[i] = xd1[i]
+        xb[i] = xb1[i]
+        hist[head, NM + i] = xd1[i]
+        y_max[n + i] = max(y_max[n + i], abs(x1[i]))
+
+
+@njit(cache=True)
+def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol):
+    """Ẋ_{n+1} += ΔẊ and the norm of ΔẊ: at a fixed step against ``tol`` max(1, ‖Ẋ‖∞);
+    with error control Eq. 46, ‖ΔẊ‖_X/√n_d against c ε/|∂δ_X/∂Ẋ|.  Not below the
+    round-off floor: a change under eps max(1, ‖X‖∞)/gx no longer changes X (Eq. 9a)."""
+    sxx = 1.0
+    for i in range(nd):
+        sxx = max(sxx, abs(x1[i]))
+    floor_x = _NOISE * sxx / gx
+    dx = 0.0
+    sd = 1.0
+    for i in range(nd):
+        xd1[i] += b[NM + i]
+        if adaptive:
+            r = b[NM + i] / max(stop * weight[n + i] / kx, floor_x)
+            dx += r * r
+        else:
+            dx = max(dx, abs(b[NM + i]))
+            sd = max(sd, abs(xd1[i]))
+    if adaptive:
+        return math.sqrt(dx / nd)
+    return dx / max(tol * sd, floor_x)
+
+
+@njit(cache=True, inline="always")
+def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1):
+    """q̈_{n+1}, λ_{n+1}, Ẋ_{n+1} extrapolated to ``t1`` by the polynomial through the
+    last ``degree`` + 1 accepted values (§3.5), at their own times: Newton's
     divided-difference interpolant, evaluated through its Lagrange weights ``w``,
     computed once for all components (equal steps: the binomial weights
     (−1)^j C(d + 1, j + 1))."""
@@ -393,14 +622,16 @@ def _predict(n, m, degree, hist, hist_t, head, count, t1, w, qdd1, lam1):
                 rk = (head - k) % K
                 v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
         w[j] = v
-    for i in range(n + m):
+    for i in range(n + m + nd):
         v = 0.0
         for j in range(d + 1):
             v += w[j] * hist[(head - j) % K, i]
         if i < n:
             qdd1[i] = v
-        else:
+        elif i < n + m:
             lam1[i - n] = v
+        else:
+            xd1[i - n - m] = v
 
 
 @njit(cache=True, inline="always")
@@ -421,11 +652,12 @@ def _record(row, t, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux):
 
 
 @njit(cache=True, inline="always")
-def interpolate(n, t, ta, tb, xa, xb, out):
+def interpolate(n, nd, t, ta, tb, xa, xb, out):
     """Dense output over the last step [ta, tb]: the cubic Hermite interpolants of q
-    (through q, q̇ at both ends) and of q̇ (through q̇, q̈), linear in q̈ and λ.  Their
-    local errors, O(h⁴) and O(h³) (q̈ of HHT is first order when α ≠ 0), are below
-    the step's own; the end points are reproduced exactly."""
+    (through q, q̇ at both ends), of q̇ (through q̇, q̈) and of the user states X
+    (through X, Ẋ), linear in q̈, λ and Ẋ.  Their local errors, O(h⁴) and O(h³) (q̈ of
+    HHT is first order when α ≠ 0), are below the step's own; the end points are
+    reproduced exactly."""
     h = tb - ta
     s = (t - ta) / h if h > 0.0 else 1.0
     h00 = (1.0 + 2.0 * s) * (1.0 - s) ** 2
@@ -436,8 +668,13 @@ def interpolate(n, t, ta, tb, xa, xb, out):
         out[i] = h00 * xa[i] + h * h10 * xa[n + i] + h01 * xb[i] + h * h11 * xb[n + i]
         j = n + i
         out[j] = h00 * xa[j] + h * h10 * xa[n + j] + h01 * xb[j] + h * h11 * xb[n + j]
-    for i in range(2 * n, xa.shape[0]):
+    o = xa.shape[0] - 2 * nd  # X at o, Ẋ at o + nd
+    for i in range(2 * n, o):
         out[i] = (1.0 - s) * xa[i] + s * xb[i]
+    for i in range(o, o + nd):
+        j = i + nd
+        out[i] = h00 * xa[i] + h * h10 * xa[j] + h01 * xb[i] + h * h11 * xb[j]
+        out[j] = (1.0 - s) * xa[j] + s * xb[j]
 
 
 @njit(cache=True, inline="always")
@@ -457,8 +694,15 @@ def hht_chunk(
     phi_q_lam_q,
     force_q,
     force_qd,
+    state_rate,
+    state_rate_q,
+    state_rate_qd,
+    state_rate_x,
+    force_x,
     n,
     m,
+    nd,
+    n_params,
     p,
     ctrl,
     ws,
@@ -472,16 +716,22 @@ def hht_chunk(
     out_x,
     out_aux,
 ):
-    """Advance up to ``n_steps`` fixed HHT-α steps (Negrut et al. 2007, Eqs. 2, 11-14).
+    """Advance up to ``n_steps`` fixed HHT-α steps (Negrut et al. 2007, Eqs. 2, 9,
+    11-14).
 
     Parameters
     ----------
     dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd : the model's kernels.
-    n, m : numbers of coordinates and constraints.
+    state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x : the user states'
+        kernels f, f_q, f_q̇, f_X and Q_X (nothing is called when nd = 0).
+    n, m, nd : numbers of coordinates, constraints and user states.
+    n_params : number of parameters: the kernels read X at p[n_params:].
+    p : the parameter vector [parameters; X0] (not written: X_{n+1} goes into a copy).
     ctrl : (CTRL_SIZE,) α, β, γ and the Newton options, see the ``C_*`` constants.
-    ws : :func:`workspace` (n, m).
-    x : (3n + m,) [q; q̇; q̈; λ] at t0 + state[S_STEP] h, updated in place.  Before the
-        first call (``state[S_STARTED] == 0``) only q, q̇ are read; q̈, λ are computed.
+    ws : :func:`workspace` (n, m, nd=nd, n_params=n_params).
+    x : (3n + m + 2nd,) [q; q̇; q̈; λ; X; Ẋ] at t0 + state[S_STEP] h, updated in place.
+        Before the first call (``state[S_STARTED] == 0``) only q, q̇ and X are read;
+        q̈, λ and Ẋ are computed.
     state : int64 (STATE_SIZE,) counters, see the ``S_*`` constants.
     stride : record every ``stride``-th step in ``out_*`` (row ``state[S_ROW]`` on).
     out_t, out_x, out_aux : output rows: t, x, and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂].
@@ -492,7 +742,8 @@ def hht_chunk(
     holds the last accepted step.
     """
     return index3_chunk(
-        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, p, ctrl, ws, t0, h, x,
+        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q,
+        state_rate_qd, state_rate_x, force_x, n, m, nd, n_params, p, ctrl, ws, t0, h, x,
         state, n_steps, stride, out_t, out_x, out_aux, False,
     )  # fmt: skip
 
@@ -504,8 +755,15 @@ def index3_chunk(
     phi_q_lam_q,
     force_q,
     force_qd,
+    state_rate,
+    state_rate_q,
+    state_rate_qd,
+    state_rate_x,
+    force_x,
     n,
     m,
+    nd,
+    n_params,
     p,
     ctrl,
     ws,
@@ -532,6 +790,11 @@ def index3_chunk(
     iteration matrix and the round-off floor take βh², γh → β′h², γ′h (Arnold &
     Brüls 2007, §2, with the constraint rows scaled by 1/(β′h²)).  ``ws.a`` keeps a_n.
 
+    User states (nd > 0; module docstring): Ẋ_{n+1} is the third unknown, e3 = Ẋ − f
+    its residual, X_{n+1} from :func:`state_update` is written into ``ws.p_work``
+    before each evaluation, and ``ws.xb`` keeps b_n.  With nd = 0 the kernels see the
+    caller's ``p`` and every state loop is empty.
+
     Fixed step (``ctrl[C_ADAPTIVE]`` = 0): ``n_steps`` steps of size ``h`` from
     t0 + ``state[S_STEP]`` h, every ``stride``-th recorded.  Error control
     (``ctrl[C_ADAPTIVE]`` = 1, the module docstring): steps of size ``ws.fstate[F_H]``
@@ -545,7 +808,14 @@ def index3_chunk(
     r_prev, q1, qd1, qdd1, lam1 = ws.r_prev, ws.q1, ws.qd1, ws.qdd1, ws.lam1
     hist, hist_t, a, a1, pw = ws.hist, ws.hist_t, ws.a, ws.a1, ws.pw
     fstate, t_out, weight, y_max, x_prev = ws.fstate, ws.t_out, ws.weight, ws.y_max, ws.x_prev
-    N = n + m
+    x1, xd1, xb, xb1, rate = ws.x1, ws.xd1, ws.xb, ws.xb1, ws.rate
+    NM = n + m
+    N = n + m + nd
+    pk = p  # the kernels' parameter vector
+    if nd > 0:
+        pk = ws.p_work
+        for i in range(n_params):
+            pk[i] = p[i]
     alpha = ctrl[C_ALPHA]
     beta = ctrl[C_BETA]
     gamma_nm = ctrl[C_GAMMA]
@@ -562,6 +832,11 @@ def index3_chunk(
     errcoef = max(abs(ctrl[C_ERRCOEF]), 1e-300)
     stop = ctrl[C_STOP]
     max_attempts = int(ctrl[C_ATTEMPTS])
+    rho_x = ctrl[C_XRHO]
+    alpha_mx = ctrl[C_XALPHA_M]
+    alpha_fx = ctrl[C_XALPHA_F]
+    errcoef_x = max(abs(ctrl[C_XERRCOEF]), 1e-300)
+    scale_x = (1.0 - alpha_fx) / (1.0 - alpha_mx)  # ∂b_{n+1}/∂Ẋ_{n+1}
     scale = 1.0  # ∂a_{n+1}/∂q̈_{n+1}
     if generalized:
         alpha = 0.0  # the equations of motion hold at t_{n+1} (Arnold & Brüls)
@@ -570,7 +845,10 @@ def index3_chunk(
     q = x[:n]
     qd = x[n : 2 * n]
     qdd = x[2 * n : 3 * n]
-    lam = x[3 * n :]
+    lam = x[3 * n : 3 * n + m]
+    X = x[3 * n + m : 3 * n + m + nd]
+    Xd = x[3 * n + m + nd :]
+    ox = 3 * n + m + nd  # Ẋ in x (x_prev)
     n_total = t_out.shape[0]
     done = 0  # steps (fixed step) or outputs (error control) of this call
     attempts = 0
@@ -582,6 +860,8 @@ def index3_chunk(
     hs = h  # the step being attempted
     bh2 = beta * hs * hs * scale
     gh = gamma_nm * hs * scale
+    gx = rho_x * hs * scale_x  # ∂X_{n+1}/∂Ẋ_{n+1}
+    kx = errcoef_x * hs  # ∂δ_X/∂Ẋ_{n+1} (error control)
     t1 = t0
     phase = _PH_NEXT if state[S_STARTED] != 0 else _PH_START
     while True:
@@ -593,10 +873,12 @@ def index3_chunk(
                     if done == n_steps:
                         return OK
                     t1 = t_out[j]
-                    interpolate(n, t1, fstate[F_TPREV], tn, x_prev, x, out_x[j])
+                    interpolate(n, nd, t1, fstate[F_TPREV], tn, x_prev, x, out_x[j])
                     for i in range(n):
                         q1[i] = out_x[j, i]
                         qd1[i] = out_x[j, n + i]
+                    if nd > 0:
+                        _put_states(nd, out_x[j, 3 * n + m :], pk, n_params)
                     phase = _PH_OUTPUT
                 else:
                     if j >= n_total or done == n_steps or attempts == max_attempts:
@@ -613,23 +895,32 @@ def index3_chunk(
                         state[S_JAC_VALID] = 0
                     bh2 = beta * hs * hs * scale
                     gh = gamma_nm * hs * scale
+                    gx = rho_x * hs * scale_x
                     for i in range(n):
                         weight[i] = max(atol, rtol * y_max[i])  # ε Y_i (Eq. 34)
-                    if generalized and fstate[F_HA] > 0.0 and hs != fstate[F_HA]:
-                        # a_n ≈ q̈(t_n + (α_m − α_f) h) for the step it was made with:
-                        # move it to the new step to first order
+                    if fstate[F_HA] > 0.0 and hs != fstate[F_HA]:
+                        # a_n ≈ q̈(t_n + (α_m − α_f) h), b_n ≈ Ẋ(t_n + (α_m − α_f) h) for
+                        # the step they were made with: move them to the new step
                         r = hs / fstate[F_HA]
-                        for i in range(n):
-                            a[i] = qdd[i] + r * (a[i] - qdd[i])
+                        if generalized:
+                            for i in range(n):
+                                a[i] = qdd[i] + r * (a[i] - qdd[i])
+                        for i in range(nd):
+                            xb[i] = Xd[i] + r * (xb[i] - Xd[i])
                         fstate[F_HA] = hs
+                    if nd > 0:
+                        kx = _state_weights(
+                            n, nd, hs, tn - fstate[F_TPREV], rtol, atol, errcoef_x, y_max,
+                            weight,
+                        )  # fmt: skip
             else:
                 if done == n_steps:
                     return OK
                 t1 = t0 + (state[S_STEP] + 1) * h
             if phase == _PH_NEXT:
                 _predict(
-                    n, m, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw, qdd1,
-                    lam1,
+                    n, m, nd, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw,
+                    qdd1, lam1, xd1,
                 )  # fmt: skip
                 k = 0
                 nrm_prev = 0.0
@@ -641,6 +932,8 @@ def index3_chunk(
             for i in range(n):
                 q1[i] = q[i]
                 qd1[i] = qd[i]
+            if nd > 0:
+                _put_states(nd, X, pk, n_params)
         elif phase == _PH_ITER:
             if generalized:
                 genalpha_update(
@@ -648,8 +941,12 @@ def index3_chunk(
                 )  # fmt: skip
             else:
                 newmark(n, hs, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1)
+            if nd > 0:
+                state_update(
+                    nd, hs, rho_x, alpha_mx, alpha_fx, X, Xd, xb, xd1, xb1, x1, pk, n_params
+                )  # fmt: skip
         # the one evaluation site of the equations
-        dynamics(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
+        dynamics(t1, q1, qd1, pk, mass, force, phi, phi_q, phi_t, gam)
         state[S_NEVAL] += 1
         if phase == _PH_OUTPUT:
             j = state[S_ROW]
@@ -658,6 +955,8 @@ def index3_chunk(
             done += 1
             phase = _PH_NEXT
             continue
+        if nd > 0:
+            state_rate(t1, q1, qd1, pk, rate)  # f of e3 (and Ẋ_0 at the start)
         factor = False
         if phase == _PH_START:
             # [[M, Φ_qᵀ], [Φ_q, 0]] [q̈_0; λ_0] = [Q; γ] (Haug 1989, Eq. 7.2.1)
@@ -682,8 +981,16 @@ def index3_chunk(
                     r = errcoef * hs * hs * (qdd1[i] - qdd[i]) / weight[i]
                     acc += r * r
                 err = math.sqrt(acc / max(n, 1))
+                if nd > 0:
+                    # the states' error (Eqs. 33-34); the step is the smaller of Eqs.
+                    # 37b and 38b, both of exponent 1/3 here
+                    hp = fstate[F_T] - fstate[F_TPREV]
+                    err = max(
+                        err,
+                        _state_error(n, nd, ox, hs, hp, errcoef_x, xd1, Xd, x_prev, weight),
+                    )
                 fstate[F_ERR] = err
-                if not err <= 1.0:  # Eqs. 35b, 47c
+                if not err <= 1.0:  # Eqs. 35b, 36b, 47c, 48c
                     state[S_REJECTS] += 1
                     state[S_LASTFAIL] = _FAIL_ERROR
                     fstate[F_H] = hs * stepsize.retry_ratio(err, 1.0 / 3.0, stepsize.INDEX3)
@@ -707,11 +1014,14 @@ def index3_chunk(
                 if generalized:
                     for i in range(n):
                         a[i] = a1[i]
+                if generalized or nd > 0:
                     fstate[F_HA] = hs
+                head = state[S_HEAD] + 1 if state[S_HEAD] + 1 < K else 0
+                if nd > 0:
+                    _state_accept(n, NM, nd, head, X, Xd, xb, x1, xd1, xb1, hist, y_max)
                 for i in range(x.shape[0]):
                     if not math.isfinite(x[i]):
                         return NONFINITE
-                head = state[S_HEAD] + 1 if state[S_HEAD] + 1 < K else 0
                 for i in range(n):
                     hist[head, i] = qdd1[i]
                 for i in range(m):
@@ -750,8 +1060,8 @@ def index3_chunk(
                     state[S_RESTARTS] += 1
                     state[S_JAC_VALID] = 0
                     _predict(
-                        n, m, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw,
-                        qdd1, lam1,
+                        n, m, nd, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1, pw,
+                        qdd1, lam1, xd1,
                     )  # fmt: skip
                     k = 0
                     nrm_prev = 0.0
@@ -762,17 +1072,25 @@ def index3_chunk(
                 phase = _PH_NEXT
                 continue
             residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, b)
+            for i in range(nd):
+                b[NM + i] = xd1[i] - rate[i]  # e3 = d = Ẋ − f (Eq. 13)
             for i in range(N):
                 b[i] = -b[i]
             if full_newton or state[S_JAC_VALID] == 0:
                 iteration_matrix(
                     mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, t1, q1, qd1, qdd1, lam1,
-                    p, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, A,
+                    pk, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, A,
                 )  # fmt: skip
+                if nd > 0:
+                    state_matrix(
+                        state_rate_q, state_rate_qd, state_rate_x, force_x, n, m, nd, t1, q1,
+                        qd1, pk, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, A,
+                    )  # fmt: skip
                 state[S_JAC] += 1
                 factor = True
+        size = NM if phase == _PH_START else N
         if factor:
-            status = lu_factor_inplace(A, piv, N)
+            status = lu_factor_inplace(A, piv, size)
             state[S_FACT] += 1
             if status != OK:
                 state[S_JAC_VALID] = 0
@@ -781,7 +1099,7 @@ def index3_chunk(
             if phase == _PH_ITER:
                 state[S_JAC_VALID] = 1
                 fstate[F_HJAC] = hs
-        lu_solve_factored(A, piv, b, N)
+        lu_solve_factored(A, piv, b, size)
         uses += 1
         if phase == _PH_START:
             for i in range(n):
@@ -796,6 +1114,8 @@ def index3_chunk(
             for i in range(m):
                 lam[i] = b[n + i]
                 hist[0, n + i] = b[n + i]
+            if nd > 0:
+                _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max)
             for i in range(x.shape[0]):
                 if not math.isfinite(x[i]):
                     return NONFINITE
@@ -841,6 +1161,11 @@ def index3_chunk(
             nrm = max(math.sqrt(dq / max(n, 1)), nrm_l)
         else:
             nrm = max(dq / max(tol * sq, floor), nrm_l)
+        if nd > 0:  # Eq. 46 with error control
+            nrm = max(
+                nrm,
+                _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol),
+            )
         k += 1
         state[S_NEWTON] += 1
         if not math.isfinite(nrm):
@@ -855,7 +1180,7 @@ def index3_chunk(
         else:
             xi = nrm / nrm_prev  # convergence rate (Eq. 43)
             if xi < 1.0:
-                converged = nrm * xi / (1.0 - xi) <= 1.0  # Eqs. 42, 45
+                converged = nrm * xi / (1.0 - xi) <= 1.0  # Eqs. 42, 45, 46
             else:
                 converged = nrm <= 1.0  # stagnating below the tolerance: round-off
             # an old matrix is re-evaluated when the rate is slow, or too slow to meet
