@@ -937,7 +937,7 @@ def _hw_hht(
     exceeds 0.05 or is too slow for the iterations left; stop when ξ/(1 − ξ)‖Δ‖
     (Eq. 42; ‖Δ‖ on the first iteration) ≤ 1, ‖·‖ weighted by ``tol`` max(1, |·|∞)
     or the round-off floor; a step out of iterations restarts once from the
-    predictor with a fresh matrix.  The algorithm of :func:`mbdgen.runtime.hht.hht_chunk`
+    predictor with a fresh matrix.  The algorithm of :func:`mbdgen.runtime.hht.index3_chunk`
     with its defaults, written for this one model.
 
     ``counts`` ← [Newton iterations, matrix evaluations, factorizations, restarts,

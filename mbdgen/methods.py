@@ -310,7 +310,7 @@ METHODS: dict[str, Method] = {
         Method(
             "hht",
             "hht",
-            "hht_chunk",
+            "index3_chunk",
             "HHT-α, implicit, index-3 DAE, Newton on (q̈, λ) and user states' Ẋ "
             "(controllers), fixed step; numerical damping --hht-alpha in [-1/3, 0] "
             "(Negrut et al. 2007, Eqs. 9-14)",
@@ -319,7 +319,7 @@ METHODS: dict[str, Method] = {
         Method(
             "genalpha",
             "genalpha",
-            "genalpha_chunk",
+            "index3_chunk",
             "generalized-α, implicit, index-3 DAE, fixed step: what Exudyn and Chrono "
             "users reach for first; damping by the spectral radius --rho-inf in [0, 1] "
             "(Chung & Hulbert 1993; Arnold & Brüls 2007)",
@@ -328,7 +328,7 @@ METHODS: dict[str, Method] = {
         Method(
             "hht_adaptive",
             "hht_adaptive",
-            "hht_chunk",
+            "index3_chunk",
             "HHT-α with error control (rtol, atol) and dense output: local error "
             "estimate, step-size selection, corrector stopping test of Negrut et al. "
             "2007 (Eqs. 25, 34-39, 45) — stiff or long runs at a stated accuracy",
@@ -337,7 +337,7 @@ METHODS: dict[str, Method] = {
         Method(
             "genalpha_adaptive",
             "genalpha_adaptive",
-            "genalpha_chunk",
+            "index3_chunk",
             "generalized-α with HHT's error control (rtol, atol) and dense output",
             (2,),
         ),

@@ -453,7 +453,7 @@ class AccelerationState(Stepper):
 
 class HHT(AccelerationState):
     """HHT-α for the index-3 DAE at a fixed step (Negrut et al. 2007, Eqs. 10-14;
-    :func:`mbdgen.runtime.hht.hht_chunk`): Newton on (q̈, λ) with the iteration matrix
+    :func:`mbdgen.runtime.hht.index3_chunk`): Newton on (q̈, λ) with the iteration matrix
     of Eq. 12 from the generated Jacobian blocks, and Ẋ for user states X (Eqs. 9,
     13 e3).  Its state is [q; q̇; q̈; λ; X; Ẋ]."""
 

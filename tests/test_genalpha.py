@@ -88,7 +88,7 @@ def test_coefficients_at_the_ends():
 
 @njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
-    return ga.genalpha_chunk(
+    return ga.index3_chunk(
         osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero, 1, 0, 0, 1,
         p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
@@ -185,8 +185,8 @@ def test_alpha_m_zero_alpha_f_minus_alpha_is_hht(pendulum, alpha):
     g_ctrl = ga.control(None, 1e-14, 10, alpha_m=0.0, alpha_f=-alpha, full_newton=True)
     h_ctrl = rt.control(alpha, 1e-14, 10, full_newton=True)
     assert (g_ctrl[rt.C_BETA], g_ctrl[rt.C_GAMMA]) == pytest.approx(rt.coefficients(alpha))
-    g, g_ws = _steps(pendulum, pendulum.genalpha_chunk, g_ctrl, h, steps)
-    r, _ = _steps(pendulum, pendulum.hht_chunk, h_ctrl, h, steps)
+    g, g_ws = _steps(pendulum, pendulum.index3_chunk, g_ctrl, h, steps)
+    r, _ = _steps(pendulum, pendulum.index3_chunk, h_ctrl, h, steps)
     n = pendulum.N_COORDINATES
     same = np.r_[0 : 2 * n, 3 * n : g.shape[1]]  # q, q̇, λ
     scale = np.maximum(1.0, np.abs(r[:, same]))
@@ -214,9 +214,9 @@ def test_with_a_configuration_dependent_mass_hht_and_alpha_m_zero_differ_below_t
     n, alpha = module.N_COORDINATES, -0.3
     g_ctrl = ga.control(None, 1e-12, 10, alpha_m=0.0, alpha_f=-alpha, full_newton=True)
     h_ctrl = rt.control(alpha, 1e-12, 10, full_newton=True)
-    g, _ = _steps(module, module.genalpha_chunk, g_ctrl, 1e-3, 100)
-    r, _ = _steps(module, module.hht_chunk, h_ctrl, 1e-3, 100)
-    r2, _ = _steps(module, module.hht_chunk, h_ctrl, 5e-4, 200)
+    g, _ = _steps(module, module.index3_chunk, g_ctrl, 1e-3, 100)
+    r, _ = _steps(module, module.index3_chunk, h_ctrl, 1e-3, 100)
+    r2, _ = _steps(module, module.index3_chunk, h_ctrl, 5e-4, 200)
     difference = np.abs(g[-1, :n] - r[-1, :n]).max()
     assert 0.0 < difference < 1e-7, difference
     assert difference < 0.1 * np.abs(r[-1, :n] - r2[-1, :n]).max()
@@ -228,9 +228,9 @@ def test_rho_inf_one_is_the_trapezoidal_rule(pendulum):
     full Newton to 1e-14: relative difference < 1e-12 (measured 0: bit-identical here,
     but the rounding of the a-recurrence need not be in general)."""
     h, steps = 0.1, 10
-    g, _ = _steps(pendulum, pendulum.genalpha_chunk,
+    g, _ = _steps(pendulum, pendulum.index3_chunk,
                   ga.control(1.0, 1e-14, 10, full_newton=True), h, steps)  # fmt: skip
-    r, _ = _steps(pendulum, pendulum.hht_chunk, rt.control(0.0, 1e-14, 10, full_newton=True),
+    r, _ = _steps(pendulum, pendulum.index3_chunk, rt.control(0.0, 1e-14, 10, full_newton=True),
                   h, steps)  # fmt: skip
     difference = (np.abs(g - r) / np.maximum(1.0, np.abs(r))).max()
     assert difference < 1e-12, difference
@@ -373,7 +373,7 @@ import mbdgen
 from mbdgen.compiler import import_generated
 m = import_generated("generated/pendulum.py")
 r = mbdgen.simulate(m, "genalpha", None, 0.01, 0.1, rho_inf=0.6)
-stats = getattr(m.genalpha_chunk, "stats", None)  # None: no JIT
+stats = getattr(m.index3_chunk, "stats", None)  # None: no JIT
 print(json.dumps({"q": r.q[-1].tolist(), "lam": r.lam[-1].tolist(),
                   "hits": sum(stats.cache_hits.values()) if stats else None,
                   "misses": sum(stats.cache_misses.values()) if stats else None}))

@@ -117,7 +117,7 @@ def test_alpha_zero_equals_an_independent_trapezoidal_step(pendulum):
 
 @njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
-    return rt.hht_chunk(
+    return rt.index3_chunk(
         osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero, 1, 0, 0, 1,
         p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
@@ -289,7 +289,7 @@ from mbdgen.compiler import import_generated
 from mbdgen.implicit import hht
 m = import_generated("generated/pendulum.py")
 r = hht(m, 0.01, 0.1, hht_alpha=-0.1)
-stats = getattr(m.hht_chunk, "stats", None)  # None: no JIT
+stats = getattr(m.index3_chunk, "stats", None)  # None: no JIT
 print(json.dumps({"q": r.q[-1].tolist(), "lam": r.lam[-1].tolist(),
                   "hits": sum(stats.cache_hits.values()) if stats else None,
                   "misses": sum(stats.cache_misses.values()) if stats else None}))

@@ -55,7 +55,6 @@ value of a_0 that Arnold & Brüls discuss.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from mbdgen.runtime import hht
 from mbdgen.runtime.hht import STATE_SIZE, index3_chunk, state_width, workspace  # noqa: F401
@@ -88,9 +87,10 @@ def control(
     rate_slow: float = 0.05,
     **step: float,
 ) -> np.ndarray:
-    """The ``ctrl`` vector of :func:`genalpha_chunk`: α_m, α_f, β, γ from ρ∞, or from
-    ``alpha_m`` and ``alpha_f`` given directly (``rho_inf`` None), and the Newton and
-    error-control options of :func:`mbdgen.runtime.hht.control` (``step``).
+    """The ``ctrl`` vector of :func:`mbdgen.runtime.hht.index3_chunk` for generalized-α
+    (``C_GENERALIZED`` = 1): α_m, α_f, β, γ from ρ∞, or from ``alpha_m`` and
+    ``alpha_f`` given directly (``rho_inf`` None), and the Newton and error-control
+    options of :func:`mbdgen.runtime.hht.control` (``step``).
 
     The local error constant (:data:`mbdgen.runtime.hht.C_ERRCOEF`) is generalized-α's,
     derived as Negrut et al. 2007 derive Eq. 25 for HHT: a_n = q̈(t_n + Δh) + O(h²)
@@ -115,48 +115,5 @@ def control(
     ctrl[hht.C_XALPHA_M] = alpha_m
     ctrl[hht.C_XALPHA_F] = alpha_f
     ctrl[hht.C_XERRCOEF] = hht.state_error_coefficient(alpha_m, alpha_f)
+    ctrl[hht.C_GENERALIZED] = 1.0
     return ctrl
-
-
-@njit(cache=True, inline="always")
-def genalpha_chunk(
-    dynamics,
-    mass_a_q,
-    phi_q_lam_q,
-    force_q,
-    force_qd,
-    state_rate,
-    state_rate_q,
-    state_rate_qd,
-    state_rate_x,
-    force_x,
-    n,
-    m,
-    nd,
-    n_params,
-    p,
-    ctrl,
-    ws,
-    t0,
-    h,
-    x,
-    state,
-    n_steps,
-    stride,
-    out_t,
-    out_x,
-    out_aux,
-):
-    """Advance up to ``n_steps`` fixed generalized-α steps (module docstring).
-
-    Arguments, state layout [q; q̇; q̈; λ; X; Ẋ], counters and status codes as
-    :func:`mbdgen.runtime.hht.hht_chunk`; ``ctrl`` from :func:`control`, ``ws`` from
-    :func:`workspace` (``ws.a`` keeps a_n, ``ws.xb`` the states' b_n between chunks).
-    q̈ is the acceleration (the equations of motion hold with it at t_{n+1}), not the
-    variable a; Ẋ is the states' rate f at t_{n+1}, not b.
-    """
-    return index3_chunk(
-        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q,
-        state_rate_qd, state_rate_x, force_x, n, m, nd, n_params, p, ctrl, ws, t0, h, x,
-        state, n_steps, stride, out_t, out_x, out_aux, True,
-    )  # fmt: skip

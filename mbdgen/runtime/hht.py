@@ -152,7 +152,8 @@ C_XRHO = 16  # ρ of the states' formula (Eq. 9a): γ
 C_XALPHA_M = 17  # α_m of the states' rate average b (HHT: 0; generalized-α: α_m)
 C_XALPHA_F = 18  # α_f of the states' rate average b (HHT: −α; generalized-α: α_f)
 C_XERRCOEF = 19  # C_X of the states' local error δ_X = C_X h³ X⃛ (:func:`state_error_coefficient`)
-CTRL_SIZE = 20
+C_GENERALIZED = 20  # 1: generalized-α (:mod:`mbdgen.runtime.genalpha`), 0: HHT-α
+CTRL_SIZE = 21
 
 # Layout of the int64 ``state`` array shared between chunks.
 S_STEP = 0  # steps accepted since t0
@@ -688,67 +689,6 @@ def _cut(state, fstate, h, why):
 
 
 @njit(cache=True, inline="always")
-def hht_chunk(
-    dynamics,
-    mass_a_q,
-    phi_q_lam_q,
-    force_q,
-    force_qd,
-    state_rate,
-    state_rate_q,
-    state_rate_qd,
-    state_rate_x,
-    force_x,
-    n,
-    m,
-    nd,
-    n_params,
-    p,
-    ctrl,
-    ws,
-    t0,
-    h,
-    x,
-    state,
-    n_steps,
-    stride,
-    out_t,
-    out_x,
-    out_aux,
-):
-    """Advance up to ``n_steps`` fixed HHT-α steps (Negrut et al. 2007, Eqs. 2, 9,
-    11-14).
-
-    Parameters
-    ----------
-    dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd : the model's kernels.
-    state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x : the user states'
-        kernels f, f_q, f_q̇, f_X and Q_X (nothing is called when nd = 0).
-    n, m, nd : numbers of coordinates, constraints and user states.
-    n_params : number of parameters: the kernels read X at p[n_params:].
-    p : the parameter vector [parameters; X0] (not written: X_{n+1} goes into a copy).
-    ctrl : (CTRL_SIZE,) α, β, γ and the Newton options, see the ``C_*`` constants.
-    ws : :func:`workspace` (n, m, nd=nd, n_params=n_params).
-    x : (3n + m + 2nd,) [q; q̇; q̈; λ; X; Ẋ] at t0 + state[S_STEP] h, updated in place.
-        Before the first call (``state[S_STARTED] == 0``) only q, q̇ and X are read;
-        q̈, λ and Ẋ are computed.
-    state : int64 (STATE_SIZE,) counters, see the ``S_*`` constants.
-    stride : record every ``stride``-th step in ``out_*`` (row ``state[S_ROW]`` on).
-    out_t, out_x, out_aux : output rows: t, x, and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂].
-
-    Returns
-    -------
-    status : ``OK``, or ``SINGULAR``, ``NONFINITE``, ``NEWTON_FAILED``; on failure ``x``
-    holds the last accepted step.
-    """
-    return index3_chunk(
-        dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q,
-        state_rate_qd, state_rate_x, force_x, n, m, nd, n_params, p, ctrl, ws, t0, h, x,
-        state, n_steps, stride, out_t, out_x, out_aux, False,
-    )  # fmt: skip
-
-
-@njit(cache=True, inline="always")
 def index3_chunk(
     dynamics,
     mass_a_q,
@@ -776,12 +716,11 @@ def index3_chunk(
     out_t,
     out_x,
     out_aux,
-    generalized,
 ):
     """The index-3 Newton loop shared by HHT-α and generalized-α, at a fixed step or
-    with error control.
+    with error control: one compiled entry point per model for the four methods.
 
-    ``generalized`` False: HHT-α, as :func:`hht_chunk` documents.  True: generalized-α
+    ``ctrl[C_GENERALIZED]`` 0: HHT-α (Parameters below).  1: generalized-α
     in Arnold & Brüls' form (:mod:`mbdgen.runtime.genalpha`): the unknowns q̈_{n+1},
     λ_{n+1} satisfy the equations of motion at t_{n+1} exactly (no weighting, α = 0 in
     :func:`residual`), q_{n+1}, q̇_{n+1} follow from :func:`genalpha_update`, so that
@@ -800,8 +739,31 @@ def index3_chunk(
     (``ctrl[C_ADAPTIVE]`` = 1, the module docstring): steps of size ``ws.fstate[F_H]``
     from ``ws.fstate[F_T]``; ``n_steps`` more outputs at the times ``ws.t_out``, at
     most ``ctrl[C_ATTEMPTS]`` attempts; ``t0``, ``h`` and ``stride`` are not used.
-    Arguments and return value otherwise as :func:`hht_chunk`; ``ctrl`` also
-    carries ``C_ALPHA_M``, ``C_ALPHA_F``.
+    ``ctrl`` also carries ``C_ALPHA_M``, ``C_ALPHA_F``.
+
+    A fixed HHT-α step follows Negrut et al. 2007, Eqs. 2, 9, 11-14.
+
+    Parameters
+    ----------
+    dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd : the model's kernels.
+    state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x : the user states'
+        kernels f, f_q, f_q̇, f_X and Q_X (nothing is called when nd = 0).
+    n, m, nd : numbers of coordinates, constraints and user states.
+    n_params : number of parameters: the kernels read X at p[n_params:].
+    p : the parameter vector [parameters; X0] (not written: X_{n+1} goes into a copy).
+    ctrl : (CTRL_SIZE,) α, β, γ and the Newton options, see the ``C_*`` constants.
+    ws : :func:`workspace` (n, m, nd=nd, n_params=n_params).
+    x : (3n + m + 2nd,) [q; q̇; q̈; λ; X; Ẋ] at t0 + state[S_STEP] h, updated in place.
+        Before the first call (``state[S_STARTED] == 0``) only q, q̇ and X are read;
+        q̈, λ and Ẋ are computed.
+    state : int64 (STATE_SIZE,) counters, see the ``S_*`` constants.
+    stride : record every ``stride``-th step in ``out_*`` (row ``state[S_ROW]`` on).
+    out_t, out_x, out_aux : output rows: t, x, and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂].
+
+    Returns
+    -------
+    status : ``OK``, or ``SINGULAR``, ``NONFINITE``, ``NEWTON_FAILED``; on failure ``x``
+    holds the last accepted step.
     """
     mass, force, phi, phi_q, phi_t, gam = ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam
     A, piv, b, maq, plq, fq, fqd = ws.A, ws.piv, ws.b, ws.maq, ws.plq, ws.fq, ws.fqd
@@ -826,6 +788,7 @@ def index3_chunk(
     degree = int(ctrl[C_DEGREE])
     alpha_m = ctrl[C_ALPHA_M]
     alpha_f = ctrl[C_ALPHA_F]
+    generalized = ctrl[C_GENERALIZED] != 0.0
     adaptive = ctrl[C_ADAPTIVE] != 0.0
     rtol = ctrl[C_RTOL]
     atol = ctrl[C_ATOL]
