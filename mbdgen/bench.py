@@ -457,7 +457,8 @@ with event.install_recorder("numba:compile") as rec:
         mbdgen.simulate(module, method=METHOD, h=H, t_end=H)
 t2 = time.perf_counter()
 wall_end = time.time()
-stats = getattr(module, METHOD + "_chunk").stats
+from mbdgen.methods import METHODS
+stats = getattr(module, METHODS[METHOD].entry).stats
 print(json.dumps({
     "wall_start": wall_start,
     "wall_end": wall_end,
