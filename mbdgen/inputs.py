@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -41,20 +42,35 @@ def parameter_vector(
     parameters alone.
     """
     p = np.array(module.P_DEFAULT, dtype=np.float64)
-    for name, value in (params or {}).items():
-        if name not in module.PARAMETER_NAMES:
+    names = tuple(module.PARAMETER_NAMES)
+    _set_by_name(module, p, names, params or {}, ("parameter", "parameters"), "parameter {!r}")
+    return np.concatenate([p, initial_states(module, x0)])
+
+
+def _set_by_name(
+    module: ModuleType,
+    values: np.ndarray,
+    names: tuple[str, ...],
+    given: Mapping[str, Any],
+    kind: tuple[str, str],
+    label: str,
+) -> None:
+    """``values[names.index(k)] = float(v)`` for each k, v of ``given``, with a one-line
+    error naming an unknown name (and the known ones) or a value that is not a finite
+    number; ``kind`` is the noun (singular, plural), ``label`` formats a name."""
+    for name, value in given.items():
+        if name not in names:
             raise MbdgenError(
-                f"model {module.MODEL_NAME!r} has no parameter {name!r}; its parameters are "
-                f"{', '.join(module.PARAMETER_NAMES) or '(none)'}"
+                f"model {module.MODEL_NAME!r} has no {kind[0]} {name!r}; its {kind[1]} are "
+                f"{', '.join(names) or '(none)'}"
             )
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise MbdgenError(f"parameter {name!r} = {value!r} is not a number") from None
+            raise MbdgenError(f"{label.format(name)} = {value!r} is not a number") from None
         if not math.isfinite(number):
-            raise MbdgenError(f"parameter {name!r} = {value!r} is not a finite number")
-        p[module.PARAMETER_NAMES.index(name)] = number
-    return np.concatenate([p, initial_states(module, x0)])
+            raise MbdgenError(f"{label.format(name)} = {value!r} is not a finite number")
+        values[names.index(name)] = number
 
 
 def initial_states(
@@ -68,19 +84,7 @@ def initial_states(
         return state_vector(x0, default, "x0")
     names = tuple(getattr(module, "STATE_NAMES", ()))
     values = np.array(default, dtype=np.float64)
-    for name, value in x0.items():
-        if name not in names:
-            raise MbdgenError(
-                f"model {module.MODEL_NAME!r} has no user state {name!r}; its states are "
-                f"{', '.join(names) or '(none)'}"
-            )
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise MbdgenError(f"x0 of state {name!r} = {value!r} is not a number") from None
-        if not math.isfinite(number):
-            raise MbdgenError(f"x0 of state {name!r} = {value!r} is not a finite number")
-        values[names.index(name)] = number
+    _set_by_name(module, values, names, x0, ("user state", "states"), "x0 of state {!r}")
     return values
 
 
