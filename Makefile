@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format generate check-generated bench clean
+.PHONY: demo test test-fast lint format generate check-generated bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ check-generated: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/mbdgen bench
+
+## docs: the API reference from the docstrings (pdoc) into docs/api/, the spatial figure
+API_MODULES = mbdgen mbdgen.model mbdgen.model.planar mbdgen.model.spatial \
+	mbdgen.model.forces mbdgen.model.states mbdgen.analysis mbdgen.simulation \
+	mbdgen.results mbdgen.methods mbdgen.errors mbdgen.plot
+docs: $(STAMP)
+	$(BIN)/pdoc -d numpy -o docs/api $(API_MODULES)
+	$(BIN)/python docs/figures/spatial_elements.py -o docs/figures/spatial_elements.png
 
 clean:
 	rm -rf results build dist *.egg-info .pytest_cache .ruff_cache
