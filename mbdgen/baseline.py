@@ -261,12 +261,12 @@ def load_settings(path: str | Path | None = None) -> Suite:
     cases = data.get("cases")
     if not isinstance(defaults, dict):
         raise BaselineError(f"{where}: [defaults] must be a table of run settings")
+    base = {q: Tolerance(*DEFAULT_TOLERANCES[q]) for q in QUANTITIES}
+    base = _tolerances(f"{where} [tolerances]", data.get("tolerances", {}), base)
     if not isinstance(cases, dict) or not cases:
         raise BaselineError(
             f'{where} has no cases: add one, e.g. [cases.pendulum] model = "pendulum.py"'
         )
-    base = {q: Tolerance(*DEFAULT_TOLERANCES[q]) for q in QUANTITIES}
-    base = _tolerances(f"{where} [tolerances]", data.get("tolerances", {}), base)
     keywords = _simulate_keywords()
     parsed: dict[str, Case] = {}
     for name, table in cases.items():
@@ -754,7 +754,9 @@ def failure_text(report: CaseReport) -> str:
     """What a failed case reports (the JUnit failure body, the pytest message)."""
     if report.status == "error":
         return f"case {report.case!r} could not be checked: {report.message}"
-    parts = [f"case {report.case!r} moved beyond its tolerances:", table([report])]
+    moved = sorted({r.quantity for r in report.rows}, key=_quantity_order)
+    head = f"case {report.case!r} moved beyond its tolerances: {', '.join(moved)}"
+    parts = [f"{head} ({len(report.rows)} column(s))", table([report])]
     parts += [f"note: {n}" for n in report.notes]
     return "\n".join(parts)
 
