@@ -768,7 +768,8 @@ def write_junit(path: str | Path, suite: Suite, reports: Sequence[CaseReport]) -
     The layout is the one Jenkins, GitLab, GitHub actions and Azure read (Ant's
     JUnit task: ``<testsuites>`` / ``<testsuite>`` with name, tests, failures,
     errors, skipped, time, timestamp, hostname; ``<properties>``; ``<testcase>``
-    with classname, name, time).
+    with classname, name, time); the reports of a passing, a moved and a failed
+    check validate against Jenkins' ``junit-10.xsd`` (xunit-plugin).
     """
     import datetime
     import socket
