@@ -95,7 +95,7 @@ def test_pytest_plugin_collects_the_settings_file_and_serves_the_fixture(pyteste
     pytester.makepyfile(
         test_user=f"""
         def test_pendulum(mbdgen_baseline):
-            report = mbdgen_baseline.check("pendulum_abm", settings={str(SUITE)!r})
+            report = mbdgen_baseline.check("slider_crank_abm", settings={str(SUITE)!r})
             assert report.status == "ok"
         """
     )
