@@ -688,5 +688,98 @@ def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -
         click.echo(f"wrote {output}")
 
 
+# --------------------------------------------------------------------------- baseline
+# Regression baselines for a user's CI (mbdgen.baseline): exit 0 within tolerance,
+# 1 when something moved, 2 when a case could not be checked or the settings are bad.
+
+
+@main.group("baseline")
+def baseline_group() -> None:
+    """Record and check regression baselines of the cases in an mbdgen-baseline.toml.
+
+    SETTINGS is that file or its folder (default: the current folder).  `check` exits
+    0 when every case is within its tolerances, 1 when something moved (with a table of
+    what moved, when first and when worst), 2 when a case failed to run, its baseline is
+    missing or the settings file is unusable.
+    """
+
+
+def _baseline_suite(settings: str | None) -> object:
+    from mbdgen.baseline import load_settings
+
+    return load_settings(settings)
+
+
+def _baseline_fail(exc: BaseException) -> None:
+    from mbdgen.baseline import EXIT_ERROR as BASELINE_ERROR
+
+    if _State.debug:
+        traceback.print_exception(exc)
+    else:
+        click.echo(f"error: {exc}", err=True)
+    sys.exit(BASELINE_ERROR)
+
+
+def _baseline_echo(report: object) -> None:
+    from mbdgen.baseline import CaseReport
+
+    assert isinstance(report, CaseReport)
+    click.echo(report.summary(), err=report.status == "error")
+
+
+@baseline_group.command("record")
+@click.argument("settings", required=False, type=click.Path())
+@click.option("--case", "cases", multiple=True, help="Only this case (repeatable).")
+def baseline_record(settings: str | None, cases: tuple[str, ...]) -> None:
+    """Run the cases of SETTINGS and write their baselines (exit 2 if one fails)."""
+    from mbdgen import baseline
+
+    try:
+        suite = _baseline_suite(settings)
+        reports = baseline.record(suite, cases, on_case=_baseline_echo)  # type: ignore[arg-type]
+    except MbdgenError as exc:
+        _baseline_fail(exc)
+        return
+    failed = sum(r.status == "error" for r in reports)
+    click.echo(f"{len(reports) - failed} of {len(reports)} baseline(s) recorded")
+    if failed:
+        sys.exit(baseline.EXIT_ERROR)
+
+
+@baseline_group.command("check")
+@click.argument("settings", required=False, type=click.Path())
+@click.option("--case", "cases", multiple=True, help="Only this case (repeatable).")
+@click.option("--junit", default=None, help="Also write a JUnit XML report to this file.")
+def baseline_check(settings: str | None, cases: tuple[str, ...], junit: str | None) -> None:
+    """Run the cases of SETTINGS again and compare them with their baselines."""
+    from mbdgen import baseline
+
+    try:
+        suite = _baseline_suite(settings)
+        if junit:
+            from mbdgen.results import check_destination
+
+            check_destination(junit, (".xml",))
+        reports = baseline.check(suite, cases, on_case=_baseline_echo)  # type: ignore[arg-type]
+        if junit:
+            baseline.write_junit(junit, suite, reports)  # type: ignore[arg-type]
+    except MbdgenError as exc:
+        _baseline_fail(exc)
+        return
+    text = baseline.table(reports)
+    if text:
+        click.echo("")
+        click.echo(text)
+    for report in reports:
+        for note in report.notes if report.status == "moved" else ():
+            click.echo(f"note: {report.case}: {note}")
+    counts = {s: sum(r.status == s for r in reports) for s in ("ok", "moved", "error")}
+    click.echo(
+        f"{len(reports)} case(s): {counts['ok']} ok, {counts['moved']} moved, "
+        f"{counts['error']} could not be checked" + (f"; wrote {junit}" if junit else "")
+    )
+    sys.exit(baseline.exit_code(reports))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
