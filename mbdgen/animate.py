@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mbdgen.errors import MbdgenError, ModelError, OutputError, ResultFileError
+from mbdgen.fileio import _file_mode
 from mbdgen.geometry import GEOMETRY_VERSION, frames
 from mbdgen.results import Result, check_destination, load
 
@@ -569,6 +570,7 @@ def _write_mp4(
         for f in renderer.frames():
             writer.send(np.ascontiguousarray(f[: size[1], : size[0]]))
         writer.close()
+        os.chmod(tmp, _file_mode(path))  # mkstemp made it 0o600; give the usual mode
         os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:
         raise OutputError(f"cannot write {str(path)!r}: ffmpeg failed: {exc}") from None
