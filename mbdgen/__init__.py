@@ -29,7 +29,7 @@ _LAZY = {
     "compile": ("mbdgen.compiler", "compile"),
     "simulate": ("mbdgen.simulation", "simulate"),
     "load": ("mbdgen.results", "load"),
-    "animate": ("mbdgen.animate", "animate"),
+    "animate": ("mbdgen.animation", "animate"),
     "Result": ("mbdgen.results", "Result"),
     "Model": ("mbdgen.model.core", "Model"),
 }

@@ -731,7 +731,7 @@ def animate_cmd(
     out_dir: str,
 ) -> None:
     """Animate a saved RESULT (.npz): bodies, ground, joints, time stamp and traces."""
-    from mbdgen.animate import VIEWS, animate
+    from mbdgen.animation import VIEWS, animate
 
     try:
         width, height = (int(v) for v in size.lower().split("x"))

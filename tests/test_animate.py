@@ -17,7 +17,7 @@ from PIL import Image
 
 import mbdgen
 from mbdgen import geometry
-from mbdgen.animate import animate
+from mbdgen.animation import animate
 from mbdgen.cli import main
 from mbdgen.codegen.geometry import _affine
 from mbdgen.compiler import import_generated
