@@ -12,7 +12,8 @@ the generated module's metadata when the run was made):
 * a spatial body: the same in an orthographic projection (``view``), plus its body
   frame (x, y, z axes in red, green, blue) at the centroid;
 * the ground: a hatched support at every ground attachment point;
-* a joint: a ring at its point (a line where its two points differ: a massless link);
+* a joint: a ring at its point (a line where its two points differ: a massless link;
+  a wide gray band along the path of a one-point joint or driver, its guide);
   a force element between two points: a dashed line;
 * a time stamp, and the path of every traced point up to the current time.
 
@@ -410,6 +411,14 @@ class _Renderer:
                 for k in range(5)
             ]
             ax.add_collection(LineCollection(hatch, colors="0.3", linewidths=0.8, zorder=1))
+        # a point held by a one-point joint or driver (absolute_y: a slider on y = c): its
+        # path over the run, drawn as the guide it moves along
+        for p in self.geo["points"]:
+            alone = sum(o["element"] == p["element"] for o in self.geo["points"]) == 1
+            if alone and p["body"] >= 0 and p["role"] in ("joint", "driver"):
+                r, A = frames(self.geo["bodies"][p["body"]], full_q)
+                guide = (r + A @ self._pad(p["local"])) @ self.P.T
+                ax.plot(*guide.T, color="0.8", lw=7, solid_capstyle="butt", zorder=0.5)
         if self.spatial:  # which way the projection looks: the global axes, lower left
             for k, name in enumerate("xyz"):
                 d = self.P[:, k] * 0.06
