@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4ace4cdacc129d3f"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "59ce4ea83358473628fb99bd468ea9b6fd15e38af4d641622709175e91d47ebc"
+BODY_HASH = "a4db4c7a2e5f73507cd4210456b3e848c8b2b5984871cc4d88cc87cb1108b3ba"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4ace4cdacc129d3f"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "534ebd0077276820eb91e37dbb7e7d2e3f70e946e9322b22b4bb78833b6e1d67"
+BODY_HASH = "fd7b4fcf5c496f1aaaae04d941c0483467b84f3e8bd950bb112198ab38974b2e"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"

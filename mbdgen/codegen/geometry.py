@@ -52,27 +52,42 @@ def _affine(
 
 
 def geometry_tables(mech: Mechanism) -> dict[str, np.ndarray]:
-    """The ``GEOMETRY_*`` and ``ELEMENT_ROLES`` tables of ``mech`` (see the module doc)."""
+    """The ``GEOMETRY_*`` and ``ELEMENT_ROLES`` tables of ``mech`` (see the module doc).
+
+    The affine form is found once per element type, over its local parameters
+    (DESIGN "Scale: element kernels"), and mapped to each instance's global ones.
+    """
     pindex = {s: i for i, s in enumerate(mech.parameter_symbols)}
     defaults = dict(mech.parameters)
     body_index = {b: i for i, b in enumerate(mech.bodies)}
+    forms: dict[tuple, list] = {}
     elements, bodies, consts, fixed = [], [], [], []
     terms: list[tuple[int, int, int]] = []
     coefs: list[float] = []
     for ei, e in enumerate(mech.elements):
-        points = element_type(e).contribution.points
+        et = element_type(e)
+        points = et.contribution.points
         if e.role == "body" or points is None:
             continue
-        local_to_global = {
-            loc: glob for loc, (_, glob) in zip(element_type(e).p, e.params, strict=True)
-        }
-        for slot_body, point in zip(e.bodies, points, strict=False):
-            if point is None:
+        form = forms.get(e.type_key)
+        if form is None:
+            local = {s: k for k, s in enumerate(et.p)}
+            form = forms[e.type_key] = [
+                None if pt is None else [_affine(ex, local, {}) for ex in sp.Matrix(pt)]
+                for pt in points
+            ]
+        glob = [s for _, s in e.params]
+        for slot_body, point, comps in zip(e.bodies, points, form, strict=False):
+            if comps is None:
                 continue
             k = len(elements)
             row, frozen = [0.0, 0.0, 0.0], False
-            for comp, ex in enumerate(sp.Matrix(point)):
-                c, lin, fz = _affine(sp.sympify(ex).xreplace(local_to_global), pindex, defaults)
+            for comp, (c, lin, fz) in enumerate(comps):
+                if fz or any(glob[j] not in pindex for j, _ in lin):  # e.g. a user state
+                    ex = sp.Matrix(point)[comp].xreplace(dict(zip(et.p, glob, strict=True)))
+                    c, lin, fz = _affine(ex, pindex, defaults)
+                else:
+                    lin = [(pindex[glob[j]], a) for j, a in lin]
                 row[comp] = c
                 frozen |= fz
                 for i, a in lin:
