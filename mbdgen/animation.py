@@ -17,8 +17,9 @@ the generated module's metadata when the run was made):
   a force element between two points: a dashed line;
 * a time stamp, and the path of every traced point up to the current time.
 
-Frames sample the run in real time at ``fps`` frames per second (the output row
-nearest to each frame's time), or every ``every``-th output row.
+Frames sample the run at ``fps`` frames per second, in real time or at ``speed``
+(the output row nearest to each frame's time; a short run is slowed down), or take
+every ``every``-th output row.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from mbdgen.results import Result, check_destination, load
 ANIMATION_SUFFIXES = (".gif", ".mp4")
 #: Largest frame width or height in pixels (memory and encoding time stay bounded).
 MAX_PIXELS = 1920
+#: Fewest frames the default real-time pace may give before a run is slowed down.
+MIN_FRAMES = 50
 #: Most frames one animation may have (a GIF holds all of them in memory while written).
 MAX_FRAMES = 5000
 #: Where the axes sit in the figure (left, bottom, width, height), room for tick labels.
@@ -116,12 +119,27 @@ def _parse_trace(spec: str, geo: dict[str, Any]) -> _Trace:
     return _Trace(spec, b, local)
 
 
-def _rows(t: np.ndarray, fps: float, every: int | None) -> np.ndarray:
-    """Output rows shown as frames."""
+def _speed(t: np.ndarray, fps: float, every: int | None, speed: float | None) -> float | None:
+    """Simulated seconds per second of animation: ``speed``, else 1 (real time) unless
+    that gives fewer than :data:`MIN_FRAMES` frames (a short run: slow motion with up
+    to 100 frames); None with ``every``."""
     if every is not None:
-        return np.arange(0, len(t), every)
-    n = int(math.floor((t[-1] - t[0]) * fps + 1e-9)) + 1
-    times = t[0] + np.arange(n) / fps
+        return None
+    if speed is not None:
+        return speed
+    duration = float(t[-1] - t[0])
+    if duration * fps + 1 >= MIN_FRAMES or len(t) < 2:
+        return 1.0
+    frames = min(100, len(t))
+    return duration * fps / (frames - 1)
+
+
+def _rows(t: np.ndarray, fps: float, every: int | None, speed: float | None) -> np.ndarray:
+    """Output rows shown as frames."""
+    if every is not None or speed is None:
+        return np.arange(0, len(t), every or 1)
+    n = int(math.floor((t[-1] - t[0]) * fps / speed + 1e-9)) + 1
+    times = t[0] + np.arange(n) * (speed / fps)
     right = np.clip(np.searchsorted(t, times), 1, len(t) - 1)
     left = right - 1
     nearer_left = np.abs(times - t[left]) <= np.abs(t[right] - times)
@@ -175,6 +193,7 @@ def animate(
     trace: Sequence[str] = (),
     fps: float = 25.0,
     every: int | None = None,
+    speed: float | None = None,
     size: tuple[int, int] = (640, 480),
     view: str | tuple[float, float] = "iso",
     module: Any = None,
@@ -187,8 +206,12 @@ def animate(
     trace : body specs whose paths are drawn: ``"rod"`` (its centroid),
         ``"rod:slider"`` (the point of element ``slider`` on ``rod``) or
         ``"rod:0.2,0"`` (body-frame coordinates).
-    fps : frames per second of the animation; frames follow the run in real time.
-    every : instead, one frame per ``every`` output rows (played at ``fps``).
+    fps : frames per second of the animation.
+    every : one frame per ``every`` output rows (played at ``fps``), instead of
+        frames at equal times.
+    speed : simulated seconds per second of animation (default 1, real time; a run
+        that would give fewer than :data:`MIN_FRAMES` frames is slowed down to up to
+        100 frames, and the time stamp says so).
     size : (width, height) in pixels, at most :data:`MAX_PIXELS` each (MP4: even).
     view : spatial models: ``"iso"``, ``"xy"``, ``"xz"``, ``"yz"`` or (azimuth,
         elevation) in degrees, z up.
@@ -209,6 +232,10 @@ def animate(
         raise MbdgenError(f"fps must be a number in (0, 100], not {fps!r}")
     if every is not None and (not isinstance(every, int) or every < 1):
         raise MbdgenError(f"every must be a positive integer, not {every!r}")
+    if speed is not None and not (isinstance(speed, (int, float)) and 0 < speed < math.inf):
+        raise MbdgenError(f"speed must be a positive number, not {speed!r}")
+    if speed is not None and every is not None:
+        raise MbdgenError("give speed or every, not both")
     width, height = (int(v) for v in size)
     if not (16 <= width <= MAX_PIXELS and 16 <= height <= MAX_PIXELS):
         raise MbdgenError(f"size must be between 16 and {MAX_PIXELS} pixels, not {size!r}")
@@ -230,13 +257,15 @@ def animate(
     traces = [_parse_trace(s, geo) for s in trace]
     if len(result) == 0:
         raise MbdgenError("the result has no output rows to animate")
-    rows = _rows(result.t, float(fps), every)
+    speed = _speed(result.t, float(fps), every, speed)
+    rows = _rows(result.t, float(fps), every, speed)
     if len(rows) > MAX_FRAMES:
         raise MbdgenError(
             f"{len(rows)} frames is more than {MAX_FRAMES}: lower fps or show every k-th "
             "output row (every=k, --every k)"
         )
     renderer = _Renderer(result, geo, traces, rows, (width, height), view)
+    renderer.speed = speed
     if suffix == ".gif":
         _write_gif(path, renderer, fps)
     else:
@@ -246,6 +275,9 @@ def animate(
 
 class _Renderer:
     """Computes every drawn position up front (vectorized over frames), then draws."""
+
+    #: Simulated seconds per second of animation, shown in the time stamp unless 1.
+    speed: float | None = 1.0
 
     def __init__(
         self,
@@ -497,7 +529,8 @@ class _Renderer:
             0.01, 0.98, "", transform=ax.transAxes, ha="left", va="top", fontsize=10,
             animated=True,
         )  # fmt: skip
-        digits = max(0, min(4, -int(math.floor(math.log10(max(self._dt(), 1e-12))))))
+        digits = max(0, min(6, -int(math.floor(math.log10(max(self._dt(), 1e-12))))))
+        pace = "" if self.speed in (None, 1.0) else f"   ({self.speed:.3g}× real time)"
         animated = [*(p for p, _ in polys), *(b for b, _ in bars), links, springs, axis_lines]
         animated += [*trace_lines, *block_marks, cdots, joints, stamp]
 
@@ -517,7 +550,7 @@ class _Renderer:
             upto = row // self.trace_stride + 1
             for line, tr in zip(trace_lines, self.trace_paths, strict=True):
                 line.set_data(tr[:upto, 0], tr[:upto, 1])
-            stamp.set_text(f"t = {res.t[row]:.{digits}f} s")
+            stamp.set_text(f"t = {res.t[row]:.{digits}f} s{pace}")
             canvas.restore_region(background)
             for artist in animated:
                 ax.draw_artist(artist)

@@ -705,6 +705,12 @@ def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -
     type=click.IntRange(min=1),
     help="One frame per k output rows (default: frames follow the run in real time).",
 )
+@click.option(
+    "--speed",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Simulated seconds per second of animation (default 1; short runs slow down).",
+)
 @click.option("--size", default="640x480", show_default=True, help="Frame size WIDTHxHEIGHT.")
 @click.option(
     "--view",
@@ -725,6 +731,7 @@ def animate_cmd(
     trace: tuple[str, ...],
     fps: float,
     every: int | None,
+    speed: float | None,
     size: str,
     view: str,
     model_path: str | None,
@@ -757,6 +764,7 @@ def animate_cmd(
         trace=trace,
         fps=fps,
         every=every,
+        speed=speed,
         size=(width, height),
         view=the_view,
         module=module,

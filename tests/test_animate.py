@@ -140,9 +140,11 @@ def _rigid_chain_result(chain, t_end=1.0, rows=101):
 
 
 def test_gif_has_the_frames_and_size_asked_for(chain, tmp_path):
-    """1 s at 10 fps: 11 frames; every=25 of 101 rows: 5 frames; the picture moves."""
+    """1 s at 10 fps in real time: 11 frames; every=25 of 101 rows: 5 frames; the
+    picture moves."""
     r = _rigid_chain_result(chain)
-    out = animate(r, tmp_path / "chain.gif", fps=10, size=(200, 150), trace=["link7:0.5,0"])
+    gif = tmp_path / "chain.gif"
+    out = animate(r, gif, fps=10, speed=1.0, size=(200, 150), trace=["link7:0.5,0"])
     with Image.open(out) as im:
         assert (im.n_frames, im.size) == (11, (200, 150))
         first = np.asarray(im.convert("RGB"))
@@ -155,10 +157,22 @@ def test_gif_has_the_frames_and_size_asked_for(chain, tmp_path):
         assert im.n_frames == 5 and im.size == (640, 480)
 
 
+def test_a_short_run_is_slowed_down_and_speed_is_obeyed(chain, tmp_path):
+    """0.5 s at 10 fps would be 6 frames (< MIN_FRAMES): slowed down to one frame per
+    output row (51); speed=0.25 gives 0.5 / 0.25 · 10 + 1 = 21 frames."""
+    r = _rigid_chain_result(chain, t_end=0.5, rows=51)
+    with Image.open(animate(r, tmp_path / "a.gif", fps=10, size=(64, 48))) as im:
+        assert im.n_frames == 51
+    with Image.open(animate(r, tmp_path / "b.gif", fps=10, speed=0.25, size=(64, 48))) as im:
+        assert im.n_frames == 21
+    with pytest.raises(MbdgenError, match="speed or every, not both"):
+        animate(r, tmp_path / "c.gif", speed=1.0, every=2)
+
+
 def test_mp4_is_written_with_imageio_ffmpeg(chain, tmp_path):
     ffmpeg = pytest.importorskip("imageio_ffmpeg")
     r = _rigid_chain_result(chain, t_end=0.5, rows=51)
-    out = animate(r, tmp_path / "chain.mp4", fps=20, size=(161, 120))  # odd width: made even
+    out = animate(r, tmp_path / "chain.mp4", fps=20, speed=1.0, size=(161, 120))  # width: even
     reader = ffmpeg.read_frames(str(out))
     meta = next(reader)
     assert tuple(meta["size"]) == (160, 120)
@@ -203,7 +217,8 @@ def test_simulate_records_geometry_and_the_cli_animates_it(tmp_path):
     r.save(tmp_path / "fourbar.npz")
     runner = CliRunner()
     args = ["animate", str(tmp_path / "fourbar.npz"), "-o", str(tmp_path / "f.gif")]
-    res = runner.invoke(main, [*args, "--trace", "coupler", "--fps", "50", "--size", "120x90"])
+    options = ["--trace", "coupler", "--fps", "50", "--speed", "1", "--size", "120x90"]
+    res = runner.invoke(main, [*args, *options])
     assert res.exit_code == 0, res.output
     with Image.open(tmp_path / "f.gif") as im:
         assert im.n_frames == 11 and im.size == (120, 90)
