@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9fec32d81cce4796d5d05d544bd5648dba1b79a3fb68ab4eaa8de2fd5a64b085"
+BODY_HASH = "a4db4c7a2e5f73507cd4210456b3e848c8b2b5984871cc4d88cc87cb1108b3ba"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -51,41 +51,46 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 16
 
-# 2896 characters of compressed tables (grows with the number of elements).
+# 3328 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWn9wFNUdPy4EkiOAkZi2QBUTjFTOcLe3txvQZt1LLvdjcrm7vSsgPzyQoCRywAQV4jjTmYigAlYMUygWpDIT"
-    "O0WnAo46juPWH0OHGf9x7NS2jDKtY9CM7VhrrcMwtbtvv/vu9nv7skcmaUvL/bGf976f7/f73n7f9/3YN7ezykV+"
-    "K1c2hJLtt+diXWElG5M1bA8vb/A29Gy6V+AbvCtFb8vq1V5Q6pIT4YxG3qexLRrJ+wtcsqMjE85mik0LZCa2IlxK"
-    "tSW7MllFjnVlSzz7/UFQSSrtsS45Gy5VaTFaD/tysZSlxxyVpy3yAJUrJX3RpAk5k8mlkhl7G8XGxp+LyImEnEu3"
-    "Izve7APVYCtYOs97eSpPW+QBKi/uCNVORWNaI6M2ZKh0ygkbJb9VCdO0GcWmcY4VBcGLNdgKligUy9MWuUDlxR2h"
-    "UlYUihyyoyCYoeJsoyDATNBoxabxQK4jqbSFS6Pg9y5GGmwFSxT8XpHK0xZ5gMqLO+I3pYqNlMe+C3Jb37ytb97W"
-    "d2c4EbaZwy2chVaSyyxvvdhr5bO3p8JWBULTqLYlO4tpxCLvFnZU09Esl2NLn4VElgZJ5wIyDXBWGhlb6dGNGbZk"
-    "/bIx9llZ214TFtlx/gKFjIBKyYo25tmwUrozBI04Fiak/RsVePt3MnhkK/BFnDGTkYZYooDcFysgyvSeaw93yD/o"
-    "zGrUXRs3rwXS6FbaZ5FCONLttmIlLLdlY8mu0h0M9s9MVt/fFP1Rmjc+GxXbISxWcXbi6GO5ow/GBFga7ky2xbKl"
-    "pwWOM9aW5dYoaVarJxmHEZcb8JtL/FWA3eQx2leC3ZQx2k8Fu6ox2leDnWeM9tPArmaM9tPBbsYY7e/c3N3v9+hP"
-    "jjwD5MmTZ5A8BfIUwb+rAgW8Gr3ATMCrkf6lYlJLL09S26g8Kb2U0kshvRTSS2EuoJd1IDXeqPFGTTBqgl6Tg3pF"
-    "e2rliF6MEKlIpKJejurFqFYischt9xjYD7hlQ48RH2A4YDjKBIAJABOgDA8MDwxPmSAwQWCClBGAEYARKCMCIwIj"
-    "6gyegHhC4QmCEx4nME5InGDm79/drplXVwHWojybBVjnGp/f/8v74f6b/q8BnA04Z5zsnd7zW4DfBvwO8nMj4ALA"
-    "7wHeBLgI0AfoB+Qcxpc1jqzxchqXycj+qnGOvxu1M6XM/HXKP1ZcFwLygEFAAVAss32n+TTR88fMr3qUX2a+fRdw"
-    "LuB1gNf+j/R/FiPP6lGezUX+rkX+5gFeD9gA2Ag4H/AGwCaUR17AmwGbAQMOeXap6/OlrtssfdZ4svRZ48kaf5Z/"
-    "1jrD8o/XsyrkF69fl3s+43zAeTEJvd8k9H6TGefaynHa78vdz/E8dNoHJ3qe3ojm5SLGvOXQvMX77hLAWwBbABcD"
-    "tgJKgLcCfp+xv+F8rpmg8+l4+REZ743jgt+b5a+OcZ5g9Rfrl/3B50l6Up6Q/omlf1jpn1PaV5Qnon00eaKerVv6"
-    "ejbd7enu67l/ves/9HMzcDJjJXSjSLpRJrlRRrlRZrlRJN2MlRSfBCfqi2SSQxyc9CsYMwxn3FjlUxh6Uxl2VePU"
-    "7kT1hxXnSkYd21eWWZ/mUK9l1GcgnOZQr0NY61B3OeRdRZkr5JQy417N2FnxDut0EsEnEqeTCd6hZ10Z/yvjfxne"
-    "DP239zO/OQ9XrCbG4WI1DxiH69Q8YBwuUfOAcbg6zQPG4cI0DxiHa9I8YNyTzG3t2U6e/fqzl5R7+z0pIk8ReYrI"
-    "U0QeIvIQkYeIPETk2qmIMAZCvRfqhOeB54HngeeBF4AXgBeAFwgvBwlNwKj1GjWNixAqQpgIISKGjWjYiIaNaNiI"
-    "hIsSKkqYKCGiRG6c4whJiwVpb0Fa0L3HLKwzCxt9V5bGK0vjaEdNFyMelQx9VnyqHC5tWPrYn5N9NYoftmddAuHL"
-    "n1qGPetSaIbD5dA0hj7uD+uyus7hMqmWoY/7i+1Z8xvPq9pxsnOVefnjLnM+suYnHrdKh08Kp08Lp08M1vx2mu9O"
-    "85+1HuB1gbU+OK0XrPUD5w1rPXFaXzB2io/Kaz4+Kr3+9OxFH8wfktY+tVXef/ebrU/f6v3NoeG8NHR+ZEA5eLh1"
-    "+w9fW/Z850Hps8yzdz3k+W3ri4NvpL8YeVDa8ONDD4xUHGuVgne8Gqs5KV3z2curK3d8UsK/Jn14fGnTc9KIsnD9"
-    "gzVftuK8+8Pw6S933NClmvUjNY8/uez8dvMuy7Wi+5Zzyb27aP1E6p5D2376jLpb5H508Y2jUuPPbj6vrHpYPV0/"
-    "MHe/b1Ay3usJ6s/kr977l3n3Dz2hYt78rRkMjlw/e28JD3La/kcXEwvaf3VCnT609utHDt6pvhV5e3/0mQPquY1b"
-    "1z3w5oAa+OOBC/2ZfZJZN+28CxNx+eVtErb/3UsLTslNj6q78ru5Od19tO4d+Ob57l8PqWBH/by3q/nnm3/ykLTm"
-    "rx3D+6So1P9pk7/quT2SHqUDm04a/Tx54jZT/8lV/2y78OdT0mNDq37/Xn2X1PjhKe9hdbo6/PWxnV8d/KXq8sS/"
-    "emp9n7pt5pr5MR8nmfLW98WzTf5BdU/kbGvNhf3SknX3/SPR+IF03dJjC9764og6cNu+46dfeURKzFaHD7wyLFW3"
-    "vL7rrHxcvXhmxcbPp+6T5rxb/6eLvnPSsy/uzvQtOaz2v3PvL/b8/WG1bcvjZ8LzPpeOvC0M1p05oc5Jz9x2dN5O"
-    "qTG2YYfywt8k12XySzYb14ChZuMKUA42G/d/sthsXP6lQMNATj/YohK5FqQyo0SuCanMKAmeCDiPgE4U2jBQgL9d"
-    "5LrNP17Q0pYNPVDmKM9RniviA5QPUD5QxPOU5ynPF/FBygcpHyziBcoLlBeKeJHyIuVFg/8XdKx7Pw=="
+    "eNrtWn1sFMcVvzt/YB8GY2zc1CYBbDAkHOZub2/XkNSbtb2+O8vnO99dwXz1IBiCHQ4jQwKOIlVySEgKpAGjQkkh"
+    "NEhOVRK1QNREUZRtPkSFlH+iVP1CCWqrmtZKK5qmaYRQ0/14O759t+O1XTttEt8f+5t5v/dmZ2fem519c8cKHdpv"
+    "w4aqhmjTulS4TYonw6KCTVJHlaeqa9dejq3ybOA9dZs2eUCpTYxICYV8UGHrFJL1jXDR5uaElExkmo6QifB6KZtq"
+    "jLYlknEx3JbMatnnC4BKNN4UbhOTUrZKnX53yZsKx0w9Zoi83ST3E3k8qy+KNCImEqlYNGFtE7ew8aWCYiQiptqb"
+    "kB1r9IFo0BVMnWc9LJG3m+R+Is/sCNGOhcLKTUa9ka7SKkYslHxmJUyT28Qtbs7QRoHzYA26gmkUMuXtJjlH5Jkd"
+    "IVLaKGQ0SB8FzhgqxnIUOIgEhY5b3Nyfao7GG6XsUfB5ViENuoJpFHwensjbTXI/kWd2xGdI4xZSFrc9Irdsm7Vs"
+    "m7Vsu1WKSBYxXMeY6Hi01Ry/Xg7xa02jsspjtk+ui0lmBY0mo94Ybc2kEYtaN7Gjmo5m2YEtvSYSWeokiRVk6mfM"
+    "NDI206Mb02ylaERKxtcp7qcuuerCnKHEWCo1RqVmRWn7zp4tEPOstZqykpv0GAY8CWnCbNreuDncITXZaiWleMS0"
+    "UhnrpLaWWwyU18xazpDGIjvGN0IhI6BiYlzxf6VD2W/JgO4zI4uT9eyN8Nbzp/PIlmMzOH1VQxp8lgJqPlMBUUbr"
+    "qSapWfxmq3mKOb1b7V7zxOvD0d5kKY5LYmMyHG3LfpvDXiKRVN/1cfWSHSNeCxXLKcxUsW/Eto0O2zYowb5Gao02"
+    "hpPZOyeG0f20wzxKitUmp74xc7gAPxvnLwfscidonwd2+RO0nwF2BRO0h42pwz1B+5lgVzRB+1lgN3uC9vf1dPb5"
+    "3OqV0a5+7cpq14B25bQrD+07ctCAF6IHKAaci/THi1HFvdxR5aXtjqmlmFpqUEsNakli/GpZBa3G6jVWr3F6jVNr"
+    "YkCtKFelHFSLQU3Ka1JeLYfUYkgpaWOR2u/WsQ9w944ufXyAYYBhCOMHxg+MnzAsMCwwLGECwASACRCGA4YDhiMM"
+    "DwwPDK8yOABxQOEAwQ6PHRg7JHYw4/d539fwqzmAJcjPSgHLHJPz+6o8H+6/0f48wArAykmyt3vOrwHeBvh11M5S"
+    "wGWAdwLeBbgS0AvoA2Rs5pc2j7T5spuXXGQ/Z5LH34Xukz9G/7XzP9q4LgdkAQOAHCA/xvvbxdNUx4/hX+XIvwx/"
+    "ux1wPuACwDu+JP0vpfhZOfKz+ai9O1B7CwEXAVYBVgMuBlwCWIP8yAO4ArAW0G/jZ+Ndn8e7btP0afNJ06fNJ23+"
+    "ae3T1hla+3g9K0Dt4vXri+7P2B+wXzjR8znR8+VS9rV5k/S+H+v7HMeh3XtwquN0KYrLlZS4ZVDc4vfuasC7AesA"
+    "VwHWAwqA9wB+g/J+w/5cNEX708lqh6c8Nx4X/Ny09soo+wlaf7H+mD/43FF3zN2gfmKpH1bq55TyFeUOKh9N7pB7"
+    "z+7erl33uzt7ux7apmq7R79093Tt2jvB6/ae3q3b9Kvjf/RzUTCXsua60Jy5kM+6kO+6kA+70Jy5KGs23nNO1beP"
+    "02Yc7PRzKLGMfXui8nyK3gyKXcEk3Xeq+kMb5zxKHdvnjbE+06ZeQqnPRjjTpl6GsMSm7rDxu5wxrsX5Yxz3Qso7"
+    "HL/L7fY8eO9jtwfCe4HS6fmfnv+MJC5tXTZ4u/WXtuc17HMpe2CDz6fsiV2W/bwhTONU4vRv+je16xle18a7vuF1"
+    "ruRLMt7FlHV4Dqo70HPjnATevzso730neh/mIP15lPW9HK3nDpRLyEX6t6F13YFyDXlIv4KSa65EcifKTcxA+rcj"
+    "uRPlLvA3+AIkd6LcRiHSX4TkTpT7cCP9aiR3otzITKS/BMmdKHdShPSXIrkT5dpnIf07kdyJcvE417EcyZ0oV4P9"
+    "dwWSO1GuB+cWVlL83UuJcx8lDhgUBw6UO5qL9FkUHw6UEy5F+hxlH8kjuRPlZOYh/VVI7kQ5m8nKDX1eZ4T/7/1M"
+    "96ThsN3AFjhiTwO2wMF6GrAFjtPTgC1wiJ4GbIGj8zRgCxyYpwFb3NHUnq792rVPvXZr5e4+d0yTxzR5TJPHNHmD"
+    "Jm/Q5A2avEGTS4xfY3SEejfUNZ4FngWeBZ4FngOeA54DntN4MaDRGui1br2mcEGNCmpMUCOCug2v2/C6Da/b8BoX"
+    "0qiQxoQ0IqTJ9YyeRpLiiLR7RDqi+4BR2GoUdnqnP12/2p+uDptUoIMyHnkUfdr4FFDGJcdGH7dnZ1+Ixg/b044D"
+    "8TFgCcWedjw4mzJPhZT5nE3pD+1vC2WUpbiYMt9llP5ie1p847gqmSQ7WorELmVNi0dafOJ5y7NJ+dqlfu1SwLT4"
+    "tot3u/j/bz/97NaL8X4azrXBUhts5Z8UN//prPD6sxUr3188KGx5Zo94/P4365+9x/PLU0NpYfD6cH/85On6/d9+"
+    "be2LrSeFDxPPb3/U/av6lwbeaP9o+BFhx/dOPTycc65eCHzr1XDRRWHehy9vyjvw5yz+NeGD82tqXhCG48u3PVL0"
+    "cT32u98NXf74wJI22aifKXrq2Nrr+0nqZn3n3deiRw6S+oXYA6f2/eA5+RDPfPfWG2eF6h+uuB7f+Jh8ubx//nHv"
+    "gKA/19OkPYOfe+RvCx8afFrGvPHbPBAYXlRxJIsHObn/H29FljX9/II8a3DLp0+cvE9+K/j28dBzJ+RrO/dsffjN"
+    "ftn/+xM3+xJHBaNu2HmWR1rEl/cJ2P43P1t2Sax5Uj6YPsRUdvaSuqf/sxc7fzEogx1p572DtT/q+f6jwua/Nw8d"
+    "FUJC319qfAUvHBbUUTqx66Lez4sX7jX0j238d+PNv14SvjO48bfvlbcJ1R9c8pyWZ8lDn557/JOTP5Ed7pZPntnW"
+    "K+8r3rw47GUEQ17/a/5qjW9APhy8Wl9087iweuuD/4pUvy8sWHNu2VsfnZH77z16/vIrTwiRCnnoxCtDQmHd6wev"
+    "iuflW1fW77wx46hQ+W75H255rwnPv3Qo0bv6tNz3zt4fH/7nY3Lj7qeuSAtvCGfe5gbKrlyQK9uL951d+LhQHd5x"
+    "IP7Tf3xhUnbRWv1AuKFWPwwWA7X6SbDI1+rHwDHQ0JFRN7aopB0QE5le0g6MiUwvce4gNB4EnRDcQ0cO/oCb6jT+"
+    "gktKu3d0QZkhPEN4JoP3E95PeH8GzxKeJTybwQcIHyB8IIPnCM8RnsvgecLzhOd1/j9tMFKF"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -104,6 +109,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

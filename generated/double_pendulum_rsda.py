@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "16706419185eed5e346ba7a7d95b884ea5be4e8e7d81e29bbc218e34037a8bde"
+BODY_HASH = "b947bfa494ee3d05983899f7fd7523b1acab4d841c45637d4e9c744070637daa"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -52,22 +52,24 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1216 characters of compressed tables (grows with the number of elements).
+# 1372 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq9Vktz0zAQTk3KI7xfZ2YCxwwTK04mnBKTOOBOEsePQkun48nQkqYvmDYwzQ/gzD/gXzDDDX4Kdy4cuYFjbWxr"
-    "LUVJhqKDV9rv29VqLa10/0ombFtb+adWc9M3u4bjmXogm8ZGvpAfHo8qWr6wRQrV7e0CkLp6x3AD8H2AVgNQVWPM"
-    "arVcw3OTpjHomq+MNNSwuq7n6GbXS3kuPQGG5TTNru4ZKUaZzm0UfbPHxEsivc3oS5HeSUUSaDu66/o9y+XbOBwb"
-    "1X+mdzq6bzeRnVrADDGBCV4taJHeZvSlSJ8MRJ1qe8/NYJKZE1FKW+9wSMgPhqOgHM7kRJwFDTHEBH4WCM5CJdJz"
-    "AxFnQWMp/CwQloTh6hTmZaHktyynYfCygBliAspCKdLbAj03EF54mjg8DTHEBH54muAnadzwNG54ZXyGS5HeFug5"
-    "57HMPaVto2NwCkylzMCO9TK56mqBtfY2e0z9onshymnDaidRjUWRbwadaTrLcgNbFhkQWVIwOqjItMKiyJZBZ5ry"
-    "LcPCyjEtsig34hDlThki3Pl6uhP8a89w0tdVlf70uE5wXccw338II0uVJDBaXhAjTUDekwQETb37TaOlr7e9AHpz"
-    "+LYPdjRVdpHR0ljtJk/rGHrDM61u+tal+9r1JheuM/mkN0uRQ+H+uyRF7kTqY0PqQ7DrXxhtq2F66ddLhVaTDTZF"
-    "gdF2BtoKyD8LNgXsLixpfzg8PlBzky/JIFdY7g2PB7tqEHUOeir0SKQjgS706J/lqByDfLc3pLMAQgAhEwQnAS9K"
-    "hmdBrmZmt39lj8fY/iLIS5L5Zf7nzYtsPTL8Mkh4qGdyIK8umT9lwTzPm0dZnKL8XQN5HeQNybqyC+4/GX4T5C2Q"
-    "t5fMqyiuOyDvIj9Yv+x8WUFFSBQPqAlQBnInpzt9NfyS3OCk/2E4GvuUnRyRzJxNEcgs4i06XrZA4I0uGyvnbK/M"
-    "6U+0TkXwg8/b/7KFeV4+vXuO4A5agxvnCOQabFr/dHgWd8dRdz/W7oOWxFwSc0nMJSE33P7+AcjXIEd7u6N+kZ4K"
-    "AAmAZAoOgvtx4I//V+IVyc2E7VclFXN1wXhx3CuSjadI3ijs+n7V1sP2pcYf4/bjGxrXZuL1T3XauVefSx+0Bx9/"
-    "2l8/P/zO9z9tv2uZpdp0vkd1um8f05JLN2Z6QOCp5u9MH2tRL3iUQZ9EOIlwQvG/8uqW9A=="
+    "eNq1V0tz0zAQTtO0QHg/TlyYKRwzTKy4mXBqTaKAmSRObAMpnY6n9JkCLVMKQ34AZ/4B/4IZbvBTuHPhyA0Ua/3Q"
+    "WoqSlOrglfb7drVeSyv5djEXtvX1pYdOYy2wO9T1bYvJBu0vlZYGhydVc6m0Tkq1jY0SkDpWm3oMfM/QGgMNI8Gc"
+    "ZtOjvpc2TUDPfkGzUN3peL5r2R0/47nyABiO27A7lk8zjGU+Ny0HdleIl8T6nqCvxHo3EwnTti3PC7qOJ7dxJTZG"
+    "8Mhqt62g10B2Rgkz1AQheKNkxvqeoK/E+nQgRqTtPrbZJGMn4pSW1ZaQkB8Mx0G5ksmJOgsmYqgJ8iwQnIVqrJcG"
+    "os6CKVLkWSAiCcO1CJZloRI0HbdOZVnADDUBZaES63sKvTQQWXimOjwTMdQEeXim4iOZ0vBMaXjLeA9XYn1PoZfs"
+    "x2XpLm3RNpUUmOqyALtOS4BNDD9PJ6VWEp37a12hvPGlEqe87rTSqCmiyLeAjjUdZ9nHlmUBRJYcjPcxMq2KKLIV"
+    "0LGmCkvqtKnvrrF1NzoIRsdF5p0Qp+7QJuPsvj7aTOc7w2Kni0AzYf0gInxF3axNu08bOpJP3ba4UviU4ekiSVBZ"
+    "RKXfJUSliQ0RaVa7lssWPIsme2bX+NJOiqXUdQLL/YcwsjRICuM1FjGyBOQ9TUBQ5D1o0Kb1tCV+WsJT1SsLWh5r"
+    "ryHTutSq+7bTyV49+Gry/NGtwx09sluiLKFIv12aonei9dHX+lDs7We05dRtP3uFq/L12RdTxIw2ctDmQP6dsuXB"
+    "bn5G+9eDw1dGcfQkOeQKy/3B4d6OwaIuQs+AHol1hOlCj8HHIpdDkG/3B3wWQAggZITgJOCX0uEFkAu58e1/2eMx"
+    "tl8EeU4zv87/pHnRvY8OPw/yAkj4a8ldnDF/+SnzPGkedXGq8ncJ5GWQVzTvVZhy/enwqyCvgbw+Y15Vcd0AeRP5"
+    "wfpZ5ysoKkKqeEBNgDJQPH63vWmET1LcO978MDgZBpydHpGXR9vDYvg4OGKlEp67R8dbO9lnbsKWV8gC4k07nrWa"
+    "4F2hG+fP2D4/oT/Ve+YVq+Gs/UdH1viq+XvldPLsmu79pm0FRR4WFNVwEennUHXFp9J5pJ9D1RfHXUT6uVOeItPy"
+    "+UXjDVw4nsD14g3IJ1ChgneDj0l3GHcPEu0BaEnCJQmXJFwScsNaF7wCuQXyZH/nZLPMSyCABEASgXvsMrQXDM96"
+    "4+QUHzKvuUYsaI7HhSnjzSkWYF4j5zUy2sBPw/Z1RT7G7ed3NF4Zi69+XuWdW6sT6Vm78+lX79uXuz/k/qP2Z8bC"
+    "E813b5Wv2/v8fOULMzsgcC8PtqObedxjN3DokxgnMU44/g+dagOK"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -86,6 +88,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

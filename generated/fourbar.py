@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "07484f7e68ebee6e4e1bcbec4b929b2734cedc1f856bfccfcd40235b6a67b5b3"
+BODY_HASH = "a548ab329be459e1bb478475430c8c16d5d69cb6fbc9deb39520c6fc1ce92073"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -50,24 +50,27 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 7
 
-# 1408 characters of compressed tables (grows with the number of elements).
+# 1632 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrdV0tv00AQTt0HxbzfnIuEOEQoTtIqnML6UXCVxIltIFBVFipFFChF4ZkbP4PfAAdOnEFCQkL8AC4cOHIDAQck"
-    "hMDeV7yT3ThJERLsITP7fTOzs7Ov+Oe2HG7Ly3OmZ1+M3Ibjhy6Kpe205/Jz67fuLpTn8sulfGVlJU+NGqjuBDF5"
-    "L2YrMVks9DhvcTFwwiDt2iMD95LTT1leIwh95DbCvsjlCrXwfNttoNDps6gsYAunELlNId8ix1sCXuK435dJjNZR"
-    "EERNL5D7+BIfIzqD6nUUtWzgV2Q5cAu1gZB8MV/meEvA+ZBC8jxK86wbDzJwIGJSQ3WJkSEaQZon5UsGL6qrUAYW"
-    "agN5FYqwCgsclyairkJZNJFXAcSBdIXRsiqUxCkY+R7eEvASx9NRDIbKhjbynPYlTjWn7khOUKks0L53IR2zwhKk"
-    "dHixKRxQMtlFz7ecZGUtr5ZmCyILYgvsQNdBnu1Bnm25J9+JwNUoijRwFunBzgpffHsg1XQ5K80as8DvVI8BPoRp"
-    "Ij9e79Dx+9bdmCenpHcY5PPp8fIZER74FudTHDlFwKLUZwDCpw0AxaJHtrOIztXCmLp6c/MyJcl+bhUElFSjZctQ"
-    "30FW6HqNvhItkHGCMHlX/ORHtcVFE+nqpU2yg2TGaGfGUOz9807Ns9yw/5E2CqRybbFGsdeKRv4D5Cap/DVim6J+"
-    "02P6z1C/bWP6r3Yu37qhr27eu31zraN3NldvrHVyYE4zoA8liiuho/gy1c1EMxPNSjQr0exEsxPtSmf9/lrcw2NG"
-    "D3Uiu1TevrbO8kg4qnW5lvAkv5imSpcpMQlXAlYWVoq1CSpH9Z/NDdf+Vnydyh1D8iz+dgV/kMpDVB6m8kjG/LLm"
-    "MTNi/tqQ9Rw331HXY/sf8t9J5S4qd1O5h8q9VO6jcj+VB8acz6h5asB+q/OF+U4oxhk2HtwvW60nzGNiyPPM8joK"
-    "8pbdrDrSTd3SbXIV5sZsmkJOKU4izHRixBtLA/hkRh7Tiv40yAP2ZxU3hiqfScWOnFKMC3fUv57/n35hthrngX73"
-    "mlGgz/kGlUv8Ad/g2hJ7tjeYsqSj6M76Q/zbTX6vY/16VzcxbmLcxLiJcQvjFsYtjFsYtzFuY9zGePLb/V/WWlOM"
-    "k1OMNz3kbTupGH9WYQ/XHtqrXhNNUU8Vnhvy9dCGrHvWOmSti2qd4Hopzthpsfu5eg6351XWJ/Ij7z99krQPVXk1"
-    "PrwAfWD3HfDfAf8N9GdBft8y4tP26Gd1+c38s3fvvlZXT7x9rB3/ROxezpxm+PtHrw8Fx35U4fxZXZgdifeFzf8F"
-    "w8nXyiuOo5PkfbVP0pfVpEAs6ZNrpTRqhJ9dYkg/QqIr7DOEa/G3RKKzT5GU3k3pxIp9kPTUbk/FJr8BGt7B0A=="
+    "eNrVWE+P20QUd5zddNdtKaV/4LxIiENUJU42CqetYzvgVRIntkuzrFZR2V3U3XabKrRQ3/ox+Axw4MS5SEhIiA/Q"
+    "C4ceuYGgh0oIwXj+2fMyEydpC9o5+D2/3+/NPL+ZeTPJyrqG2+7uRst3dkZezw0iz0LScYcb5Y2jew8a9Y3ybq3c"
+    "3NsrU1LP6rohAh8itIlAs5JifrsdulGYdU3B0PvEnYZsvxdGgeX1oqme603K8APH61mRO8VoNjDDrYy8vhCvye0D"
+    "wV7j9mAqEmTtWmE46vuh3CeQ+FRHH1rdrjUaOMDPZDFwhpogBG+W69w+EOx8SCF43kv/Iw8NMnMgQulYXQmpKpIg"
+    "zIMKJIOb6izUAUNNkGfBhFlocLs0EHUW6iJFngXQD4SbDJZloSZ+QrWc2geCvcbt2V6qzCobulrmcCBx6rhdV7KD"
+    "anUBDvyOuME2AXwzO2STxU/haKcv7F+Si7Yf2G4y8bbfyaIVEQV9C+hM11mew1meQ7knX6jAtWqKMHAW4dnOKl/X"
+    "77pRsINmNql2SU2cyibg2L7bRpzP7o5v0a4achqqoQKvSdcYINKpzBu27Q1dJ48UuUFX+MoGHRMXUUs1rRyVzg5G"
+    "gd8HKQJ8CNK3ArTsUThTy7+6SdKV1gT5vKW4fOYIDnzNzQxGiglg1KYIoPssAUCs95Hjtq0bHXF2TbKtBxXBSrIx"
+    "cGTWwLXsyPN7UylqkHHCKDleg+Sh2soiRTp7WUp+J7l9DHP7UOzxj92Ob3vR9F2lWiGZG4o5Ql57OrkKaUUq/1mw"
+    "rVC/1SX9S9TvzJL++5Nb9+4Y++OH9+8eTozJeP/O4UQD31QC71BaKBOGhc4Uo5VorUSzE81ONCfRnEQ7mBx9cYje"
+    "8JijRwaRMZX3bx+xOBKMajHXEpzEh2CqxExBIJwJmFmYKdYKVC7qv6bN1/6r/g0qz86Js/7XFfhlKq9QeZXKt3O+"
+    "L+87SgvGr8+Zz2XjXXQ+1l+R/zkqz1P5BpUXqHyTyotUvkXlpSW/Z9E4dcB/2e+F8RYU48zbH1wvL5tPGEdhzv3M"
+    "4noHxC2rrIZltAzbcEgp/HR8EBvp43iMjhvJE3Mn2pJNV8gVxbaFn1VYsLzpwF7MiWNV8b4K4oDva4ryooqnqFi+"
+    "K4px4fI77fGzA1+bczsyvlh+f9/6f+XpbcvOX+k1xaNad+uKfW8o1stZxTF9TlEPzoM8aKBcFwH/AsiTBso5LNcX"
+    "QR41UO5XAf+SIs+Xgb0ArhfwGnkV2Auv6frxqvr50nhwu1qhd+8TKrf5bfuEa9vsjn3ClG3DGn1+9Ag/4+R5jPXj"
+    "2GhhewvbW9jewnYb221st7HdxnYH2x1sd7A9ecanvdZqirWvK/CiYm3qOVc5OP6agg/nHvJVVz9dkU+Vfd6zRZ8z"
+    "73nzkDcveTX1zOw9dl0DZ98N3L4DZ9Kv/P2br5P2THFWPXsC3gHvBcBfAPw5eF8D8T3P6Z+2x39v7f60+e3Tp39u"
+    "7b//81f6e78R3vel68z+y+Mfr4Tv/rWlSc9+jfNIf3+w73/C7OTm8AO3W9fIZdi5Rq/BLWpAkt6P7YxGSfjeS4j0"
+    "H4PRAfvPgGvoh3+is/8NMnqc0QmL/XuQqnGqYsq/0VxAmA=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -86,6 +89,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "bed46e204c042c4f45bda9a048aba9c7491735841c48d91db14fd6a439be8bce"
+BODY_HASH = "b63ec64341a9f8051872c8addcabc1541636cb38652975bfa7fe87f3f877d7d5"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
@@ -50,19 +50,21 @@ N_STATES = 1
 STATE_NAMES = ("e_int", )
 N_REACTIONS = 1
 
-# 956 characters of compressed tables (grows with the number of elements).
+# 1076 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNqlVs1y0zAQNgm/hgfgxhAuHAIT26EpF1o3VsBMbMe2Ci6djCZMaHBDSSaETvMAvAYnHoJbeQkeguHSOwdQLNmx"
-    "5XWcDjp4nf2+b7XaleR8uyFF4/CwtucYB8S0kYdNnVoDBbV6Lfw432rW6odKfbvfr3OSrVvIp+Bnim5TUFtBTqfj"
-    "I+ynlSvQN9+gPNR2bB97umnjXGClxRmOZ5i2jlGe8TRioAYxe5l01cTvZvxa4vdymVCvpfs+6Tk+rPEAjUKe65al"
-    "E9fI6VSBUUwQkm8mfjB5BUxeIb0XJp1k7USM0tUtgCTEEeEkKagKqrgELfG7BX4wChRbIx3HayOowiKjjBAUE4T8"
-    "nyR+MH8NzJ96Azg6tK4ushCw6dVWBvac1+mMm3EvOYwPepkzxbqUFKztdPMnLkGF2Bl0rXSdMlinDGBlcoQEqZpF"
-    "BW0GXSuFldFhB6SNLCpoU6ig01aIoGFIT/dorzHycj1vbTFCcoDBxaxgcDkMFpTNFMSOPdidNAHsECOIm5FBxEAd"
-    "fb+LKXL0YTLgMpaU28h4WSFcA/J6SG9j07Fz1WF3vI+XHwBv+chvlAZAAfuWpsClyDDAWqQYQWkiAZzHK9R12ibO"
-    "f0xVdvME2QrRiftX2adausbt30uOt4MZV0pVbqfh6WROM5LZi9KnHHImL5+L6Dl9H4rTxuMKtxUJHpvi4u/r3PJ/"
-    "JtJNbm/9Z/wiXVXA4/XK3N4u0VdK5ovHnZK8qxvOI+K0Tax98mg2OA3nC7L0nEzmk1lRKkUhK5csWaXEShvimy61"
-    "rPWifzyVx0N5HMp0G5PZu6NoS59Ez5esZuRTeJa8LeK348R3vJBH9ECMyGLT3ColayqrcTbes11mH3K7t3v3kYH/"
-    "3P91zn5f7OxH4+cOHPXiXPTc+/Lb/f71wY9YL204ooI8pqUTFxBdGWTILg1ul/UexoR/nACfjQ=="
+    "eNqlVs1y0zAQdhOgxfAA3BjChUNgYif05wJ1YwXMxHFiu+DQyWha0pY0FHdC6DQPwGtw5w24lZfgIRguvXMA2ZJd"
+    "S17/ZNBB6+z3rXa9u9r425oUrr292o6lD7HRQ7ZraETqyKvVa5OP8/VWrb6n1DdHozoj9TQTOQT8TNBNAjavIavT"
+    "cZDrJC2vQcd4i9JQ2+o5rq0ZPTd1sLLBGJatGz3NRWnGVshADWz0uXDVWD/g9M1Yb6ciIVpTcxzctxzYxgZsFPxC"
+    "M00ND/SUnSowsglC8K1YDwavgMEruP/SIE5yHVFKVzMBknCOCMdBQVlQxVdoxvpBhh48BTq7iTuW3UZQhkVGEcHL"
+    "JgjxP431YPxNMH6i9eDToffqIhMBTa9ucLBtdXlYFeA3yRdq1XnYHfa5K0eLGOezbXXTFzJGhbM5NNc0z9LLs/Rg"
+    "y/iGCaYqjwq2HJprmmGJLBO59pD0TDCcghFWxGlbqEM4Rx/8/WS+Uywy8TiayvpKILIqFnntGB7Si0gusk2+U6jL"
+    "cOIBCWrwqJChBCrYJU4VbCjS12zS8CSaVONvrFNCPMXAkl3DYNEoLFi2EhCdfWAPJglgH1KCeOUohHXU0Xa7fF0V"
+    "GtSgwWlpIgY6pLWR1nYNq5fKDv2jc9zgX9AOtvR1aAAUsG5JCpwKjgHmIsHwCgPx4Dheo67VNtz0F4VKx6/HZ4g4"
+    "Ht2g3yvSTSb/LrkO9mfMUqoyeTY59+ckIpk+KCPCwRdysC/C/ez9RHQbrRUmKxK8yuLi71tMrjLJPtOk2/95fpZd"
+    "VcCj95WZvFNgXynwF627BXFXS/oRcVImWj75eLZ/PpkvcKA59ef+7MAfL+QTn3SWfOTP3h3SPSvALEeVJRNZKZBS"
+    "SbxsAqL+5tGr5/my/FopWWBJaGDRfjXjnLUMP2UbXtRPz+TpWJ5OZHJ58ezwKLzIp+H+inYK/jS5iJ8W0dNJrDtZ"
+    "yMdkDBzjRVHupYxLUFTb/Nw+26byEZM72/ce6+6fB78uoxruhutnRi2vLkXN/S+/B9+/PvyxbA+ECXlCUie+QDgo"
+    "8ZiOSiaDfI8jwj/oSf74"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -81,6 +83,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

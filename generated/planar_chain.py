@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "935a05ab5a83fed05c64319d0aa164e623b950e5c3cf94a856461e09fbd355bf"
+BODY_HASH = "44ea1584b9ada9c94c1c4a0c9991d27aee4dfb7e9929229901d67a2ff6095090"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -50,29 +50,32 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 15
 
-# 1812 characters of compressed tables (grows with the number of elements).
+# 2076 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtmVtz20QUx91gx47sXFpCCwVaSLljinVP4aFVbQXM+BLLKqRkMprMMGk8pGkGCpN8AL4G34IZ3uCj9IkXXnjk"
-    "DWTpaLV7vCdCJFycRjPR3+f8zq5Wu2cl7eaXciE6NjdX7vZb94N2z/X8thNqy91Yqa+M9h9bxkp9c7W+urVVh6Ce"
-    "03WHIfwmpKshNOyU9dfWhq4/5IumcNj+3J1EzX5v6HtOu+dP1Kw1bAjpe612z/FdMsRtBO11ocUa8w8Ev8783kRb"
-    "Qm/XGQ6D9f5QXsaTlFGDj5xu1wkGLVROTdrAIugAofFq3WD+geDXmZ9viJp41z9uhxc59kJxSMfpSoJQPRizRnmS"
-    "i2tUL9hJOY3oBS5A6AXePxD8FvPzDbETL9ULXIV0L9hJV2nSXrBhJoTYk1xcx1moM/+A8EsySpfmWcfturJJot8S"
-    "uNf/jG+wZiQ3BNy/v+6KARFe63tNdzx6zX6Hxw2RotoFemzR40puHFdyQ16SZRsqqiOMCov4+MJE2egJ4VC3y6i0"
-    "1RFF5WAAIjQxeBFad7xw0H3Xmxh8Ox77NOPlN5Ry+S3FHJW1eBZPFRSxOhGAqucDEEpqD1rumnOv44doZ+/Rdgzj"
-    "uxo0BCd0xqAldXuu0/Tb/R45P4b++P3hjU9Ulosh0gHkQ7IryaxjI7MOIv0/dTv9ZtuffBtrphkFbIi9FJbaKsBx"
-    "AfSPnMd5+ekuvzfa/7KhjM9qdNaisx6djehsRmcrOtvJ5Z4BnQWdA62BLoJeAn0Olfu7Om5EcDDab4TJq6SGmhoq"
-    "T1SeaDzReKLzROeJwRODJyZPTJ5YPLF4YvPEDknU+8GhEusR6MHuKB4RICoQlRENiAZEY0QHogPRGTGAGEAMRkwg"
-    "JhCTEQuIBcRixAZiA7HHBCfjf23PoOwpgpZQ9sKKp1BB2ayAVlF2z4MuoGxfAr2Isv9Z0GU0Gy6DXimc7nF+/3+t"
-    "P3A/UPFZ9WddpzCl4/E86AugV0FfBH0J9OWn5P6K6D7wfU07z/v8yDvOecc/b17kzZe8eZQ3v2aIfq+g+6qh9p71"
-    "eYTzDOfbDPH1VyT6A/cL7p+z1n/XQK+DvgL6KugK6A3Q10BfB30D9E3Qt0DfBn0H9F3QOuh7oDdB3wdtgKqgGqgO"
-    "aoCaoBZospxYBb0F+gHohyg/8Hu7jMatisapQIzztPmn9Xtu6YS6eELNubhNF5TpAjJdMKYLxHRBmC4A0wVfusBT"
-    "Hny1/e3o8VEQt4O3VMHSBEsXLEOwTMGyBMsu/E+OGUKLyJ5FdgXZCrJryMavyyXUjn/bPu1lW1496eYKVW+JsEto"
-    "3LBdQY8bbFfROGJ7AT1+sH0RPYawvYweR8vEcvOf/vwoE/0yRzyeFaKfasRje57oN/w4PB/fsz2+Z2X7Z1rbH734"
-    "H8bv/0/Sj4ng69GhYMU7psHu9t5O/Oth+vPRzo7yIDgM/47Op+vTMV1nMnYdqV3LC8TnVSljl7NCxFO7NRVilVUm"
-    "djOqRDze5VCIVdsCEb+I8grHU7s7eDovE/HUbg+e9leIeGr3p0TMtwVinpxW+ULO3Za8n5PFDC1l6GyGljO0kqFz"
-    "GapkaDVDaxk6n6ELGZq1uo2P327fi44fbstH/Qn4n/yEyfXvfh38+P2Nn8U4fPxO+It35P4a4b9E+C8T/quE/9qd"
-    "whk72KfBzXS/Itp7kNrcjoTU5vYppDa3eyG1uT0Nqc3tdEhtbv9DatvwP+/gi+S/3uzXwe4IfquMq4yrHNcY1xjX"
-    "OK4zrjOuc9xg3GDc4LjJuMm4yXGLcYtxi+M24zbjdsz/BIzBoxA="
+    "eNrtWl9z20QQN44dO7LjpCW0UKCFlP+YYv1P4YEaWwEzdhzLLiRkMppASWNIk0wJTPIB+Bp8C2Z4g4/Sd14YnngD"
+    "WVqf7ta3UURCU6e5mdzPu7+91Wlv76TT5a98Kihra/Mft+urXmPJcXuNqo91Z2W+PN/f2beM+fLaQnlhfb0MRkvV"
+    "ltP1yR98dsEnDTvi2ouLXafX5ZtGZLfxpTNK1dpL3Z5bbSz1RjxrFRtM2m69sVTtOaSJU/Eay0KPNabvCHqd6d2R"
+    "vvjaVrXb9ZbbXXkbV9JG9T6ptlpVr1NH7dRhH5gFbSB0Xi0bTN8R9DrT8x1Rh9rlTxv+RY68UGjSrLYkRsgPplmn"
+    "XMnFNSoK9rCdRkSBMxCiwOs7gt5ier4j9lBLRYFzSEfBHoZKk0bBhpng067k4jrOQp3pO4ReklG6NM+aTsuRTRL9"
+    "tsC77abAq7qJ+C/4G9KM4Q0D31tddkSDgF5suzVnMLq1dpOnKyKLvAvskU2ParlyVMsVeUuWjaipjmjUWKSPbky1"
+    "ddotp+eu+pkzWNQGSx8/XSyZUa3tLPpGm9u7G+BLk5v5a6Vgp1qQSsgSRjP2wouNFacea9Vz3JZwpxpcNVgtq9TQ"
+    "MlY6QgGL2kGyBdRIogbUctX1J4DfoZGJYIfzIJr98sGLePnwhTxqa/FcuGwgi4URA+SeN0DU0LtXdxard5viCId3"
+    "1akISghGpy5Vu0611mu0l8i1otsbPEvdQUXNaNFEOoC8SbyTWB8rsT6Iqf6502zXGr3RNxPNDJe+FTFKfqv1FJRn"
+    "AP9JWC7aj3f77f7OdxVlUKtBrQW1HtRGUJtBbQW1PbzcBOAk4BRgEXAG8DLgc6jdf8VBJ7y9/k7FT14lEtRIUHlG"
+    "5RmNZzSe0XlG5xmDZwyeMXnG5BmLZyyesXnG9pkg+t6BEuIh4N5WPxwRYFRgVMZowGjAaIzRgdGB0RljAGMAYzDG"
+    "BMYExmSMBYwFjMUYGxgbGHvA4GQ8azmNsicDmEXZmwPMo2xWAAsou6cBSyjbZwEvoex/FnAOzYYrgFdTp1su7v94"
+    "8cBxoOzj/MddJzWm4/E84AuA1wBfBHwJ8OWn5P4y6D7wfY07n3T9SDrOScc/aV4kzZekeZQ0v9JE3PPovoqov+d9"
+    "HuE8w/mWJt7+MkQ8cFxwfM5b/K4D3gB8BfBVwHnAm4CvAb4O+Abgm4BvAb4N+A7gu4BlwPcAbwG+D1gBVAE1QB3Q"
+    "ADQBLcDhdmIB8DbgB4AfovzAz+0cGrcCGqcUMc7jph/X97nZE+LMCTHh5jbaUEYbyGjDGG0Qow1htAGMNnzRBk+5"
+    "/3Djx/7+oRf2g5dUQdIESRckQ5BMQbIEyf5q996hcozq293+zn6CenP34dffHL9OPSElTWAGyZNIziNZQXIRyfip"
+    "PYv68bjl0949JsWTfuOh/GYJOYvGDct5tOphuYDGEcsltApi+RJaDbE8h1bFOWLX+3+/BeWIuEwRTwmFiFOReHpM"
+    "E3HDq/LF+J7v8cWfph/3235Y/vzo6caLclblrOffk1bSxDowQXxNzRLrxSThD7/PYfsJwv8EYZ8h/GcI+yzhP0vY"
+    "TxL+Jwn7HOE/R9jnCf95wn6K8D9F2CuEf4WwLxD+C4R9kfBfJOynCf/ThH2J8F8i7GcI/zOE/bjv2se9/8H++0G4"
+    "Df8s2tN73/cPBCk8uPS2NrY3w18Pop+7m5vKfe/A/zu8eF0936+rKeLxkSb4CWJ5TxNxoA4b84Q9dWiSJz525ohD"
+    "hQJhjw8bFOLjaYmwn0F5he2pQxY8necIe+rQBU/7q4Q9dQiTJeZbiZgnp9U+6TYo6eeUTAxmY3AyBnMxmI/BqRhU"
+    "YrAQg8UYnI7BUgzGfWQebrvuBuUXYvv1CPSPfsPMjZ/+6Pz6883fRTtc/ib0mTtyfZHQXyb0Vwj9NUJ//c5527ax"
+    "V4Nb0bFBcAQglbmDAanMHRdIZe4QQSpzRwtSmTtwkMrcMYRUtuFfz7x7w38+Y7/2tvrwW2W8yniV4zXGa4zXOF5n"
+    "vM54neMNxhuMNzjeZLzJeJPjLcZbjLc43ma8zXg75P8FJilPaA=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -91,6 +94,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b0e796b61a253b0752ca07f0f045263e36f19ea620b3e2fc8dee068ddee6c00b"
+BODY_HASH = "6ddb8f4e58ca66c236fc8a327a89372d6ef689842965dcd5c3ec841082882f70"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
@@ -51,23 +51,25 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 4
 
-# 1244 characters of compressed tables (grows with the number of elements).
+# 1420 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrFVk9v0zAUb0vLIPz9DBUHkCq0NNkfDlMV2hQy2qZNAnSMKpo2KB1bOnVjWiWunDnDlQOfgdOAE5O4ceAAB74B"
-    "u3AGJ3bc5MWu24GED3n2+/3e8/Oz/eLvZ1JBW13N3zQrK67R0C3H0JCs6O18Id/z9ubVfGG1WFjsdAqE1NDquo3A"
-    "ZwhdROCNEWRWq7bu2FHLEWgbD/QkVDYbtmNpRsNJOFZlwjCtitHQHD3JmAsY+qxrNGPhFqm+FdMrVG8lIkHaumbb"
-    "btO02TYWw0Z2b2n1uua2KsBOLkAGnxALXi6oVN+K6RWqjwYih9rmbQNNMnYiTKlpdQYJ+IEwDcpiTF7kZ0EFDD6B"
-    "nYUizMI81TMD4WdBjVPYWSjGSRBeDGFWFhR+FiCDTwBZUKi+xdEzA+FnAVDGngWFk4ViCLOyoMK7qFB9i6Nn3CuV"
-    "edtqel1nFIq5OGyZ96PxLhTisLPSjNWhhQCtmlZZ97eubNai6GwcBb5j6FjTcZbtcZZttiU9asB0IY7CXETRsaZs"
-    "y6BAarylUpQZcYACu/kRAmww0tQstNeObiX2XFYIg5505mpGMHM9GAaWshrB8AUBjGKCALxHCQAKvbsVvardrTkI"
-    "erzVXyMgDqs1G9PilbYqLK2la2XHMBvJfyPOuu34P07L//AOd5zC3LsoRexE6KMt9ME59ff0mlk2nOQjZA4nrh1P"
-    "ETLqpEhLE/l7ypYhdqdOaL8+WPOeSoP+Rgo4gnKnt9/fQyFLuCP7HQ+PPX+0u9XbeDRAisCjeyBhOSRy50nPnwXp"
-    "/e8w+CIdXD5cjgjPEplLjW//yh6Oof1pImcE84v8T5oX0XpEOHlhp84SKRF57oT5y0yZ50nzKIozDexCeZ7IC0Re"
-    "FMSVBfZpjh+4D5eIvAzWD/XT5jPHiS+U9Pria+lfRnITpe5gbb+3N3QxJRxFbrqoZTgyC9YA9/Rv72JWMH+OM84J"
-    "5slwKtv/mu+ktWlSPi6826QALwcldzv4LuPT4u72DmhvGPY2qW7T13mE5RGORxhegOOz5u4e0B7VrUtdVO277vB/"
-    "5TUjqL3QT47D59WI3ITr4Z3/tODcZQR/ZN69we24JH19s7MkvS2F42sPX378dfV5SXTvlaB9KYHxYTh+/cpvRwI/"
-    "V95DTbfS6x+/+Fn63LnzaWbpWwn7eVdCyiPnw4/D1JQtOKXXcXlD5zHS8+shPoV+lzxI3I3wSUJ76AGC+sGzhMgh"
-    "kQHyB9jDh94="
+    "eNrFV81v0zAUb0vLRvj8GyYOIFWoadp9HKYqtC5ktE2bBOgYUzQ2GB2jnboxrRJXzpzhyoG/gRMfJ5C4ceDABYk/"
+    "gF04gxM7Xvxq192GwIc8+/1+79l+tp+dH6cSYVlamrpqVxZ9q4EczzKxrKD2VHaq092ZLkxll/LZ2eXlLCU1zDpy"
+    "MfgEo7MYnDuA7GrVRZ4btzwAXesOGobKdsP1HNNqeEOOCzpl2E7FapgeGmYUQwbK+VaTG26e6Vuc3mB6Z2gkWFs3"
+    "Xddv2q7YxhHY6P41s143/VYF2OlZyJATuMHr2QLTtzi9wfTxgeiRtnndwp2M7IhQamZdQAJ+IMwG5Qg6z8ujUAAM"
+    "OUEchTyMwjTTCwcij0KBp4ijkOdJEJ6NYFEUDHkUIENOAFEwmL4l0QsHIo8CoIzcC4YkCvkIFkWhAM+iwfQtiV5w"
+    "rgrC01ZDdSRIFEUeduwaBxtzAL4dn85Mlrf2FptcmpoJ0artlFGwsmW7FkdzPAp8c+hI01GW7VGWbbEl24nAdIZH"
+    "YSzi6EhTiSWy68hzFvGOCRJ6kPZjnKKIU7ZRFXMebPZW6DbKiWn4muB4RbqBAJEuo6rbqtVGFRXJQ06d2/k52md4"
+    "T5iyJWWocGVCFNhNHyDAhiBN08FbHg9naOvrBmWwAy9ctQNYuG4EBpZ6IYaRPAEY+SEC8B4nACjy7ldQ1bxZ49dW"
+    "J8Nq5TgtmWmrItI6yCx7lt0YfiKQqLte8H5wgo/sEPMU4drFKWonSh9tpQ/J6b6FanbZ8obfYkUSuDYfImy0nKAl"
+    "SeXvQ5YUtTtxRPvV/kr3kdbvrSWAIyi3Oru9HTxkjVT0oNIl7W7Q2t7srN3vY0Xo0d/TiBxQufWwE/SC9cF3EH6x"
+    "Dk4fTkeFp6nMJEaXv2UP29D+JJUTiv5V/seNi2o+KnySSvrDkdCoPH3E+KUOGedx46gaZxLYRfIMlWepPKcYVxrY"
+    "JyV+4Dqcp/ICmD/UHzaeGcn4IsmOLzmWwWGkJ1Fb76/sdnYGPqFELUy911sbaOFno4fzE/d90Ouv3iffxJglJZFp"
+    "MFW49Mc9smlF/xlJO6PoJyVJgP+rvyhTy+LDp4790t+V/76MG5ejlrQkjhlJKj4pifeEJKVPAn0SpC6YOjSgT4LU"
+    "Bsd7RnK+zh7zyhuXT+7zx/ReXwhv8sfhd4EkIX+7s8dqg6i2wXQbga5LWV3K6VJGN8RJCvO391iN6Va1dfyIWPcH"
+    "//ocJiTrmlJcyRkJX3b1ZMacjyofpBTyhEKmhfPfL2lfX23Na69Znrh89/mHX5eeKvOFEZYvJdB+G7VfvgjKJ4Wf"
+    "i++gZr3S6e0/+1n6vHzj48T8txLx86aElZ+899/fHjY/hLv0Crk18X6M1YJrluzCoErfuf5a9NJlNfyuxfXwtUvl"
+    "gMoQ+QPl+/VB"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -86,6 +88,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b5cf3a7be61576fef692d93e47c6ae14dab1b2f3946cf467375007950d5567d8"
+BODY_HASH = "134af961ff32508658a6374756f21d72a5811ad9421df05d0bc03e562bf7f5c4"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -51,23 +51,26 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1296 characters of compressed tables (grows with the number of elements).
+# 1504 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq9Vrtv00AYT9IESsqbDmyIILYU5eG26YASkzjFVRIntoGUqrKqFkL6cKP0oYYdif8AiQEhsSNGtoI6sII6sIIY"
-    "GZkQA1x8Z8f3+ZxropYb/N19v9/3uM/32hkNWG1hIXZHKcwbckVSdVlEsiDVY/FY09yeEmLxhVQ8s7gYJ6SKWJY0"
-    "BO4gNIPAmR6kFIuapGtuyx6oyQ8lL5RXKpquinJF9zhOJwlDUQtyRdQlD0OYtBhSwpCrVLopR1+j9GlHr3oyQdqy"
-    "qGlGVdHYNirDJmnMiuWyaNQKwC4Zhwx/ApV8Mi44+hqlTzt6dyJJW1u9K6MgfQNhSkksM0jAD4SdpFRG8JR/FQTA"
-    "8Cewq5CCVZhy9MxE/Ksg0BR2FVI0CcIZG2ZVIW0UFTUvsaowAxj+BFCFaUfPXAtpZhXSzPQEuEnSjr7mo2cseIG5"
-    "DUpSWWLs4EkaVpUH7llPx2lYn69SBwSeu1PTvFJyozM0CnxTaF/TfpZ1aJmgQGCJQWcnANMpGgW2FNrXlG1pnVwM"
-    "0wSNMjO2UGZIC2HGq4oq+te6pHr+eXIaV7C3EZmuezDbvwUDy2TKheH9CxheAvDuJgDI9m4UpKJ4r6Qj6PH65hKx"
-    "w5uolqC0ONdagaVVJTGvy0rFU6AUro+md280tfvxLpYEg8L8d24K3wnXR53rw2fV35dKSl7Wva+DSbyL63SJkNFi"
-    "gLQgkX8HbCFiNzKk/XJ7yVyLtjdXAsARlK3m7uY2SjmKO8lux8RjE40sP8ZeFMsOka0nza5vpO9+O9YX6eCk4SR4"
-    "eJjISKB/Oy57OIb2p4g8zYnP83/UuvDmw8PJgzdwhsgokWND1i80YJ2PWkdensEh8/WLc1x+zhJ5jsjzRF4g8iKR"
-    "l4i8zIkT9lkHV4gcB/lC/aDzCvvEtaVzaODDoHsERLda7abZiDbaS7vN7Y6BKfbIdb7wWshHhgGPNx70LAhzajKs"
-    "foQTD9pFjinuSeXj938iPmO/+od88jlp/8PeDUfl44tvg1yAc9aVt2F95/BuMbaae06vY/dWHd1qV2cSlkk4JmGY"
-    "Fo73mkVxuj3tak/b467ZnWW7s56INtDF3DA6/6vkIc61CO0jPvwwJ78Q53oPcvLnzYc9v9Hc2Nc3rdvRF1k8juVm"
-    "vz8dfzv7JQvjp612sA/GWXp8CPBDgP+i/T4/yOGOnMP4Dwe/9uxn7f2rGx9gvKsTBf3P9d/Zl5+CN9+9/pwViP7R"
-    "1kRG/fhtPzBgsxbwLXzyo6Xq6qHlTx6Ixor9RHR66EGI+tYzkcgOkRbyDzDle4A="
+    "eNrNV81vE0cUt40NYUOhhRx6q3DFzVT+ytcBJVt7HBbZXnt3C06jaJUmEBxgHTkhiqteK/EfIHFASNyrHnsDxIEr"
+    "iEOvrXrsBYlT1UM7OzO73nk747HTROoe9s283++9eftm5s3sD2cT5Flby35tVlddo4ksx9CxrKJONpftevtz5Wxu"
+    "rZhbWF/PMVJTbyAbgw8xuoDBxSFk1mo2cuyo5RC0jW9RHKqYTduxdKPpxByXCoxhWlWjqTsoxijPEgbKu0aLC7cY"
+    "6tucvhTqrVgkWNvQbdttmbbYxhLYFNwVvdHQ3XYV2BVykCEncMEXcuVQ3+b0pVAfDaQQaFvXDTzIyIEopa43BCTg"
+    "B8JhUJZg8KI8C2XAkBPEWSjCLMyFemEg8iyUeYo4C0WeBOGFABZloeTWTKuCRFlYBAw5AWRhPtQL10JJmIWSMLwy"
+    "3CSlUN+W6AULvizcBnXUQIIdPMvDllnnN/gigG9FkzKf462d1RZXP2hqwpRXzHoUXeRR4JtDR5qOsuxAyzwHAksK"
+    "hhsFmM7xKLDl0JGmEktkNpBjreJ151davx6rOBUT1TDnzv3eBltGRTEN12+ON8cWECCyaVQNWzM6qKoiOchqcPsn"
+    "WLSkgAtSlOdR4cwQVJhaggjz2tItvORxOLGlX5inK2VYj4Suh7DYP4GBJZuIaBkDjDgBeI8SABR4d6uopn9T5+e2"
+    "SGtJO8/POFVWRVoL6RXHMJuxBBVpfmzHP9gt/xXfFHkBRTh3UYraidJHR+lDsrtvorpZMZz4JWmWVqsOnyJstJ5g"
+    "T5LJfyZ8Uszu1BHtN/sb3j2t39tKAEdQ7nYPevs4ZI02Cn7Do30P94gf91CjcsDk7t2u7xvr/feAvLEOfjT8CBWe"
+    "ZjKTGP0clz3sQ/vTTJ5RjK/yP25eVN+jwqeYZPf/hMbk9BHzl5owz+PmURVn8ojxysY5Lj/nmPyEyfNMXmDyUyY/"
+    "Y/KiYpy0ZB1cYnIGxAv1k35XWjJuIMOiQYuBXwK0vd1+19vWtvsbB939gUspQQ9Tv+ttDTTy2unhqsjed3r9zdvR"
+    "d2LMJyWRacBT9SctGWlF6o6qP6UYD9pljmnck4pHNj8ZSV+W/5QknpP2H5yPsvWRFPI+LJ2s/P88qvylx9xv4z5p"
+    "yTxkJEfBacl8nZEcyVNAnwRHDyy9GtAnwdEE4z0H9ElwRMB1el7yfRf+4xVnXD69vz1g97gb5Ob2gLxv0KLv7nUP"
+    "w9YgaO2Euh1f5zGWxzgeY3gEp0cGoYTNoXZnqB1y7wWNzaBxP69t4/vltjs46ZKQkCyRlOJ2lpHw04r4UopbalIR"
+    "v+p7xN83tTz96/Pda9pjVnKyyyu/fz/z08q7WAkqkef1C9Bf4vvvAf4e4B95v49eL9OGsUzxP0L8ix//bP/y9MuX"
+    "cLzPr1advy//tfTkTfLKz8/eLpWZ/vbe1QXr1W8vJi01ZAF/RS8weKlGWnj5s/8cdyv40wlb+L8Gt8nfDpMDJgny"
+    "L41g81g="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -86,6 +89,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

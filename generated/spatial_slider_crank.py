@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d6ce388d2891adda95c9822369d8ab086cfc35f34886ace95a8c0a3cb17a9567"
+BODY_HASH = "d72dcccb49c79152f22f2976f9f6bcb543f089e1fb752e1b9e47d3f46a9cfb9d"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -52,41 +52,44 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 6
 
-# 2828 characters of compressed tables (grows with the number of elements).
+# 3124 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnFtwE1UYgFMLtKTQQkERL6AFESVidrO9IXQN7RZS26a5AC2lhmobtoEWaEtNgtcHX3yQNx0ZR8fBZxyREfQB"
-    "ZHRGYMYZH7w8io5v6uigD44+6F7+s7vn7G7OkkuTlOxM852z/+Wc8++/Jydnm5xxu5RjeLhpZ7BrKBboF8LRgF9i"
-    "lzDY5GmamJpt4Zo8wz5P28iIB5T6/X1CRBKekKRtkpBp0WXB7u6IEI0YTXVhJLBfMIs6g/2RaNgf6I+aPLMtzaAS"
-    "DHcF+v1Rwdx4K6uoCN5YdzDcKcRCXbGBINaKBzqoq2TQ2OXv6/NbOeGQRmDA5nwIO9+qnQ+bhiyd7fNHIjF/xq4o"
-    "KiZxOxIP7A5I5lYuOFyl199HV7IVhy26z9iFifGwXqSCxYnxMM2aIIQJWrXzxpYYdNZumMam7MfJaPFkLAcqedHG"
-    "FLZon80wUg6pECNt0c7jA2V0A8uWMoyUw3WsR+pjcS2T3IvkViP12Y8UOdZUTBptSIG86JqlTSx8lrHwZYiF3plM"
-    "sWjhcC2TF63HVrHg6PnNmYbapgks85uzHCnnIL85R/nN2eW3JrcaabPNdNZsM501W05nzZazRK/QJ1hM6oyXweTh"
-    "4D6sx14Pi8mjQwMCrqCItdm+M9hrFHNtuJhwj4szG2e0HSRtvZiQMFWFWlYRpoy3DZebYoLJSXNcSNiqQu3txnrA"
-    "mth6xIqYsGxu1UWEFYgG/GHp0keFsCkF2iEF9Ny3CYiuYBMRVYG0ZtsNQvW2IUPmNWmQcTNqkK2jBmJdQrd/T29U"
-    "ksWPHB1VpS3qHRfyYmdZdcihLsvTYcHfGQ0E+82hUscZicqLn7D8Yk4fr4WKZf4ZVehOqD4GqT5s7oO9Qm+wMxA1"
-    "LyVZeF8YxIMkWY244PgPjiqo3wGsJuTksYiQL4b6EmANxb6WkC+FOqygXXUU+2enR6cOu6ePjrlnjkyMjU+7iHbr"
-    "iTpJxV6KhOxChupFLimS2PT4HF5hjBXWWPEZK5xWUf3qFcZYYZWGY3qrhhqD1XBNH+ppbFbyNaP3HOoMUWeJOmnP"
-    "jah9SkLfUsA0cNyLCgwqsKjgUzqWVF5TymtaeZVsFDAqWBU+1HASFVKokEYFyRKVGK3EaiUfush2yYqS0i4ZUdLZ"
-    "Jdsy4HIiiRqAK4ArgY3AVcDVwDuBdwHXAO8GrgXeA7wXeB/wfuA64HrgA8AHgU3ADcCNwIeAm4APAzcDHwE+CtwC"
-    "9AAfA24FPu7Cj0r8F2b8y91/vvLHrp+V/K/MP7dz/L1ABsgC0RszB2wGtgBbgW3zPM8sJuTkdVxLxHELMY4dwG5g"
-    "cJ77Tx6lnp/F6l+216O6TOJa7HmvXOdF1wKZN281DvOdL7ULJM6lvr6g3Se0+NPiW27riHbgNuATwO3E+3cHkAc+"
-    "SVznfPnzA3cCO4FdQIFYT+wC7gYGgD3Ap4C9wD5gP7EeGQCGgGFgBBgF7gHuBe7LU94X+n6f7/V7XSUvKp93Smie"
-    "Klb+lGveDgKHgPuBw8ADQPQU5GlgDHgQOAp8Bj00AI4Bx4FxYr4sVvuHgCJwApgAHi7RfM92nm4ok3jT4kabB2j3"
-    "G+1+ctrPI8BJ4BTwKPAY8DgQPXWbAc4CTwDngM8Bk8AUMA08CXwe+ALwReBLwJeJdYiLMl8uoshrKfJy2W+04xIb"
-    "kg9P9eeX+iNKw1NH7JGh+9D06NzEbCqmOkE12QKV8SeyVTa8g6hXE8GsJc7XEUFvIPTJzXta3e5werFJOt1sKpSc"
-    "llyFltOStNDyagoXUbiYwiUUuimso3AZhcspXElhI4WrKKRNNpX8r+R/Jf+zz0+n17dY91eh789i2+d6fcrdvtTl"
-    "TtdttPWmHYs9f9ZQWJsjl+ZId46sy5HLcuTyHFmfIxsoXEFhod/fcp0/co1PZf1YWT/ezuvHbDebCi3PdjOr0PJs"
-    "N8vma51SVaLri9pbfF8v9H1Hu47Fuh/VndBJ2BHtSaKvSPSk0JcketLqFx4mlVdZQ2FK/TKELIWN00lUkHVQMaV9"
-    "/0HW1HZgYzMTSayWwmqYZgLTTGCaCaOmiPkUMZ8i5jOOacYxzTimKWKti1jrot66vIus+1RqKayGaSYwzQSmmUgb"
-    "9qQVp1g1hVdx5QSunMCVcc8i7lnEPYu4ZxH3LOKe5TgYN8+VXhMnUuQJ0iRBmiRIE7IVkWxFJFsRyVbipEmcNImT"
-    "JiLZMZHsmGn4cdIkTprEJZNDsaT0l5L+0pVNlcqmSmVTpbKpUtlUqWyqlOOmSqHfv1wO26lyqDdfHzqd9rvGYZyc"
-    "jq/WoT+ncXD6YdjpOOodXnen42hw6M/pOJx+yC72+2a2mwOF2lQo9XXiQl+H3e72pb65u9DXOStzZGOOXJUjV+fI"
-    "Yn/OcJrnTvO9VD5/5PvzSL4/n+T7Ps73fZ3v+7zcPt/ke76hzSM/HH/t9Z9vfsBfOLVp86mLVfyN41+u+WL6ww5U"
-    "v3L9PeHjP7/iXf/2fPfm8NcdB2+ePrf12gEekfPJx+/89vNX5y69u81ENJ+cfks+PuEvrnv1l9DFS9r5k6vP7vox"
-    "/f5lfPb5g888O5Fye33wr8mV7vo+v0zqwXneldVxq/0tlN/s+7FevizvbPgM1X8NyVfqCnG97O0P8BNTH53+lHd/"
-    "f+bYDvcFsDvL//PNX+f/HvqNf6Oj/kZaOMdv9DTuq3nlKj/c8Pb1az99e1m1u87nN26lc2iPYLaq/56vPT4x1fF/"
-    "8SerFv/4D+fg98JiY+gXw7RSWiuNe/UioxdZveiLqc0lgSlgGqh4UH9FDBVYVJBt0W+J6cWUXkzrRcWP9ptihjJr"
-    "KEsO/wd+wyE8"
+    "eNrtnFtwG1cZx+U4jl05iXODUmib1klDoWqqXa0vKW2Eaq9TGcuyJbWx6wQ1ra3IamI3jhsslesDLzy0b2XIMHQ6"
+    "8NSHdigdGnho6MAMbWaY4YHLI4XhDRiYwgMDD7CX/9nd8+2uz0YXS3K0M9bvnPN95zu375zdPcfS6/0h41pYGHws"
+    "PT6fT06rmVwyoXFcnRuMDC6vrA8rg5GFWGT07NkIlKYTKTWrCV/QpKOaUBq2ZemJiayayzqz2sJs8inVLRpLT2dz"
+    "mURyOueyLA8PQSWdGU9OJ3Kqu/AR2VBRo/mJdGZMzc+O52fSXCkRVNBW2UTjVCKVSngZUZhGcsYnfZZLH7HSM64m"
+    "a6mpRDabT2xaFUPFJT7BxDOPJ7XsXiYUXmUqkRIr+YozHtWX/LpJishRpsL1kxSRhizBLCcYsdKdJUks1a+ZzqL8"
+    "2ylZ/Sl5NlSzYrUp41G+vElLFaZCWjpspfMNlewMniVt0lKF1/FuaUzmtVzyKJN7tTTm31Jm2FJxaYwyBTroVk6f"
+    "voh59kVsk76wK7NZXwwrvJbLilVjr75QxP6tuJo6agk8/VvxbKkSwL+VQP6t+Pm3Jfdq6ZDPcjbks5wNeS5nQ56r"
+    "xJSaUj0WdSkqcfJMeoqTDw0T8WmuQdGIzMlz8zMqr2CIrZvBWHrKKVZGeTExz4s3z7xp3jmaN8oJSVZTaDkdySpF"
+    "R3m5q084Oc3OC0leCNV0Ss1l5jXv0e/D+t1apDOWVic0ncKF1XOmFhYpl5p2d+f0RiMxL0WMp6jYieScOi5SyqmZ"
+    "lLORsoIyrbuu98BaYu+RNcQk59CILSK5IJpJZLQZoFXJNRNOYCbYS4DPwNsKPiNvKtDc8gmH0Fw9qGtEXRrUP5wa"
+    "tHRWQH5cnUg8McWP87A5j2ejvJeYTZ4d90zOqImxXDI97e4qs53ZnP4MmNE/3NMk6qHiOc+cKmIjQhtzQhs+8/1J"
+    "dSo9lsy5n6hl3B7n+E7Scp0N4fofri7Ed4DdRE6vnUTeg/gusFeQv4/Ib0M8DPYL8j+7dm7lufDa6mL48oXlxaW1"
+    "ECl3L4lTGvm1ntBN6DCt6CFDkl9busJHJGdEdkZizohiRUy7dkRyRmSj4LxdqiMmcTFeM8Zqml/XbF22a464ROIy"
+    "idP8ylmzThuoWxmsgEtRFpBYQGaBmFGxDeOzbHxWjE8tjwHJhGwixgreYIEyC1RYQMvJQpIVkq1QjA2yn7Myp/Rz"
+    "RuZ0fs62G9xDnGgA3AfuBw+AB8FD4MfAj4O3g58A7wA/CX4KvBO8C7wbPAzeA94LDoJHwKPgfeAx8NPg/eBnwM+C"
+    "D4AR8EHwOPhQiL86/b89+7/d7dfLf/zq2fH/zvpzK/d/FJRAGWQ3ZgUcAofBEXB0i9eZHiKn43gH6ccHSDseBSfA"
+    "9BbXn16t7p/Nql+149HdJv3a7HWvXdfF0DZZN2+2H7baX/q2ST+3+vOFaJ6I+l/Uv+32HHECfBj8HPgIuX+fBOPg"
+    "58k418teAnwMHAPHQZU8T5wCHweT4CT4BXAKTIHT5HlkBpwFM2AWzIFPgE+Cp+vk942e71v9/N7f8YvO+04LrVPN"
+    "8p929ds5cB58ClwAz4DsFOSLYB58GjwHPsMODcBFcAkskPWyWeWfB4vgMlgCn2tRf692nR5ok/4W9ZtoHRDNN9F8"
+    "ClrPC+BFcAVcBZ8HL4Hs1O0yuA6+AF4BvwRugGWwAr4Ifhn8CvhV8Gvg18lzSEiwXu4UyPsE8nbZb/TjLh/Sw1P7"
+    "/NI+onScOnJHhuHza+euLK+X86YRFtNzsLCp/szqYjlsf5RWl1fWPT4Lq2vPLjk/aad3+QxCFxmMHtLp3aSzd5LO"
+    "7fHZ9BfF/a6gTkIZdJOqUXKRUzZaLnLuRsu7BdwpYI+AuwQMC9gv4G4B9wi4X8ADAh4UULRIdfy/4/8d/6/eP4OO"
+    "b7PmV6PnZ7Pz1zo+7Z6/1eVBn9tEz5t+bPb62StgX428rUaGa2R/jdxdI/fUyL01ckDAfQI2+v5W6/pRa/+w/wgW"
+    "zesdRJ//p65/xNub7XuJ1kvReljva7ePH+0h6TuIH3YR+YCPH+7z8cv9JB4ihyV03+NOn/vRXaQ/Q+RwpZvYOUzS"
+    "mZ17yDiw616SzuwMknRm54jPpt1Rks7s3EfSmZ1jPuP+IEnvIpvbu4idh8j9MUQ2v3uJHYmk7yCb453318776638"
+    "/lrtJnmj5dVuwjdaXu0m/1a9J3W16PtN302+VzR63onGsVnz0TzBuYiTnMkN9tWuyTL7ctdkxfyi1kXjU9cwWDa/"
+    "xKVLceBzkQV0HRYsW9/b0jWtk6P85eUNLlbmYpxmidMscZolp2aRs1nkbBY5mwVOs8BpFjjNIld6kSu9aJeun37Z"
+    "No1YmYtxmiVOs8RpliqOszTDKBct81FeucQrl3hl3nKRt1zkLRd5y0XecpG3rPeD89DPqDVJKNMEmqVEs5RoFlpK"
+    "kZZSpKUUaSkFmqVAsxRoliKtWJFWzNX8As1SoFkKWpbz+Q3tr6z9VTqbup1N3c6mbmdTt7Op29nUbcdN3Ubfv0IB"
+    "y+kKqLdVL51B690bsJ+Ctq8voL2g/RD0ZThoO/YGHPeg7RgIaC9oO4K+ZDf7vlnt5kCjNhVa/Tlxuz+H3er5W31z"
+    "d7s/5+yvkQdq5MEaeahGNvs9I6ifB/X3Vnn/qPf7SL3fT+o9j+s9r+s9z9vt/abe641oHfnDpW+99OeP3oy/8/Kx"
+    "+1++1hX/8NIvb//F2g9Psvh7N15Tf/zPX8VD/5383bcXfn3y6Y+uvnX8gzNxRiWmX3+PP/L2+1feffVhF9l6cvU7"
+    "+vWT+LW7v/mX2WvvWukvHnrj1B8rP7jOrz6if/6gcn992LfkRnVjP79O9ZBe5T+d3Gx9G2W3+noc1ofle0d+xuJ/"
+    "ndVH6j0yXv75z8SXV3509afx8O+///yj4XeQ7434f37zr7f/Pf+3+Csn935YUd+KH40cON37jffjCwPfvfHBn357"
+    "3cx3I17ffmudyzqCOW5+rcg6PnHF+a8m0ajHF5aQht85zC+yXzq0QhUrtBS1g5IdlO1gLG8WtwGWwQpoWDB//ZAF"
+    "ZBbQ87LfQLSDZTtYsYOGHeu3EB1h2RHWDP4fl1OwTw=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -105,6 +108,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

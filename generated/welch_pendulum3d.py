@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "e7599809ae854249"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5373d2d1894c63d5b16904d2f347f7264788eadf0b78866adc597379c31eb508"
+BODY_HASH = "c8ab951cae3dca975c8be7090f58416b15ac804e806920af476bee9760e10fef"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -51,34 +51,37 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 5
 
-# 2272 characters of compressed tables (grows with the number of elements).
+# 2512 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnE1z20QYxx3StEnapk0bXloKhfDWUlMsreMkvDVurLQOsZ3Ybps2DaKQponpCwMtE/vUGbhz4Asww1fgTmaY"
-    "4Stw5cixBziDYv13JT3SelXbid1EOuSn3edldx89u1pJnvw6EKsfS0ujFwuZ62Y2bxTL2bTFjLE4Gh9dv/8wlRyN"
-    "L7H4xPJyHEr5dM4oWcJHlnTCEmrjjqwwM1MyyiW3qSMsZW8YftF0IV8qF9PZfNnveTIJlUIxk82ny0ZA45N1FSNh"
-    "zhSK04a5kDHnC55W4lqKqDTQuJTO5dJBTpJcIzsvqV/w1I+L+qJvyFZtLl0qmemGXamr+MRiuPOXs5Z5kIukV2Uu"
-    "nVMrScXFgO5rsjBpcU3nKp44afGUqF/w1I+LendDGq+VjdLdknyYmginFjhOSz7G5cWA9nX5QPUkVwkeqE4HqjkG"
-    "gS3JR+o01WikTPdq+eQJLg8aKZOPNJkgKtIgMxoLHl0mCwYLDAZrEAynN42CkUp6tXxeRI+DgpGUTPKkZJInAyd5"
-    "MnDuzBk5I2Cpm0x5xMXCNXeHJ+O6R1y+Pu9ZSe1FQSyA04U5tzQ54RUT515xY+OGtovUNuERElNbKLKOmE5MeMXE"
-    "2CumxshHLiW2kIoVOHjAQhw84rqYWI6NOyJiBdF8umhd97JR9F3/sZSdH07iBwfEkQdHxJbTeCTczu0ZQ90nfBq0"
-    "AbcGDSlvwMwYM+krc2VLtnr3wS2EzE7ehYSnVrcn20ImsLpopKfL2ULeP1HsbpTKW7uB4tYff/IEqQRmn1tF7UTp"
-    "Y1HpQzILrhpzhels2b+30hGORW+QLKvlGI7/cPSg/BzYS+T02EfkfSjvBw8o7PuJHFvJ2CB4UGF/d/3+V9rg1l+9"
-    "/pfFSMNDpExZd2CFwvbBT9jWyZ1vHjy6v2IKDU9ZI2XdNtRMjx9e1LxFKOumaMtd1LxFosy8xeSy7XgDDVTBGng7"
-    "wU80fqLzEwZPG2AVrIGw1bmtzm11bstgy2DLYMu4LeO2jNtaJ+IiybKNZ5Usm3jWyLLlEHiYJMER8Cg4DB4Dj4Mj"
-    "4PPgC+CL4EvgCfAk+DJ4CnwFfBU8Db4Gvg6Ogm+Ab4JvgW+D74BnwLPgu+A5MA6+B54H3495jyj+uzP+z7r/duWP"
-    "rJ9R/kfrz16OfwLUQB3kN+YkOAamwHFwYofXmT4ip9fxBInjOTKOj8EZsLDD/afHdufn0/pvNg69OzSeTq8XnVpP"
-    "Yrtkven2670/uq/uyH1VFV9V/FTx2Wv33542+5sEPwA/BD8i99FPwAvgFJgGL4LTYAY0yH34EngZzIKz4KfgHJgD"
-    "8+Q+Pg8ugEWwBJbBK+BV8FqXzJtOrTs7vZ8eiPK1LfkaPb/s7fzZq3m/CF4Hb4BL4E2Qf9b4DDTBz8Fb4Bfgl+AK"
-    "eBtcJfeBmCKP9ynk/Qr5s/JeZEjCPgl9X2k8307cn0bc3zYspVvfrT+sQstd0j0l3/eEHkkce0g8eyXPswOk/0Pk"
-    "+qjKskN1XSnDPn9vl1yVP9stV+Xhdst7FdynYJ+C+xUcVPCggocUPKzgsILHFDyu4IiCUf5H+R/lf/P5Gfb6duv8"
-    "6rR9q/Hd6/Zh90OqfZuMnV6fVDzQIvtb5ECLHGyRB1vkoRZ5uEV2ev50evzR/ivaf+3l/Vez72O2W97s+57tljf7"
-    "Pmm75arr2Kn5pbqOnZp3quvYqflovyi8hxeGsxv8R8+zVf6z59ka//HyPZBr6UJLF1oMWkxoMaHF6lru95Tmt+sb"
-    "tKJKK6hJhZpUqEml5n4BWm/EW66SMtGvEP0K0a/U3C9VhX+nXCVlol8h+hWiT/yvEf9rxP8a8b9K9FeJ/irRXyP9"
-    "WSP9WbP6c8e0om5agTZr0SN09AgdPUJHj9DRI3R3PkK2a36o2ukJqRd2ix+23QMhxxm2f/0h/YUdR9hHh7DjGAp5"
-    "3cKO40hIf2HHcfQZWfe7fV8R3bd3t323v3ra7ffN4RZ5rEUeb5EjLbLT+96weR4239u1H273/rjd++V275/bvZ9u"
-    "9zrRbetG/Xhcmvr93zM3f7x4UvDnrz8e/POXTfuXoI+/R31F0JYfnbIH81Odf/f/4GFs5exU7KmOvy5I6n8Lrn8i"
-    "0X8i0f/nQmM7mV+Z/sjm5uDp2B+XT23ycuP+q9r1HZvN2Q03add9h/vd53nfzz8lNZ6fhUpqGP4PhrnC/xOGOKuJ"
-    "s9sJ51RzTnXnlOFUF5504UkXnnTHk+540h1PuuOJCU9MeGLCE3M8MccTczyxuqf/AdWXquc="
+    "eNrtnMtT20YYwO0ACThAIJCmeTUtfSWNm1paYUzbNDi2nJj6AbKTQAhVkwABN4FOmnSwT5lp7z30H+hM/4weykxn"
+    "+i/0mmOPObTnVljfStrPWq/iB3ZAOuin3e+x2t1vd6WV4bdQoHosLU1cyycX9XRO1YrpuMGkujARntjYfBpVJsJL"
+    "JBxbXg6DUi6eVQuG8JkhjRlCacqW5VOpglosOE1tYSF9R60VJfK5QlGLp3PFWs/TCqjktWQ6Fy+qLoVPV1XUiJ7K"
+    "awlVn0/qc3mmlLAURSp1NK7Hs9m4mxOFaqTnOPnzTP6Ula/VVNnIzcYLBT1e91aqKjViq7pzN9KGuZsLhVXJxLNi"
+    "Ja5Yc7l9iddMUliSqQrTTlI4auXPM/lTVr6zIInm8mrpLIlfTclqTsm1noZ8kso1l/JlfkVlhaq4V1TGFZVsA9eS"
+    "+DW1i6pXUyKzWjXyCJW71ZTwa6pEkAq3kQluC9q6hNcYxLUxSJ3GsO+mXmNEFVarxot1x26NoXAGucIZ5IrrIFdc"
+    "x05GzaouU910lBFr+Qwjnowg8W1nfabDMiMuLs4xE605Z1jzYyKfcUqVGCtGzllxfeO6tgvYNsIIkakptIISmcZi"
+    "rBgZs2JsDOFKpciWStV8Vi1qi0bo7C5NuwuYQ8lVJ5FXU4bO2qOte+Aq5q5mLHiMXjRM3BShO0XFptILalKkVFS1"
+    "LFPLGJRpLUTuHWuJ3Xu2KkaWk1O2CFmBaC6uGeFv3FLNMJiMmndlj3/3jrfl7j1vynG/R5zOzYkDu4/UaOACnBo4"
+    "dGgBelJNxW9m2F5WzEE6H2FyZXPOmU+6ZmtqPFFM53O184V5G4Xi7kORtnuqHSRuKq6jzKkidiL0sSD0wRntt9RM"
+    "PpEu1j5iytAcC2wjGVbLATj+gyMI6UPAHiTHRy+S90H6MPCIwL4fyQcgDU/WgaMC+0cbm99Iod2zXD2TACp4GKUx"
+    "qw6MpjB90Auye/HwydazzRXd0mDSEkrLpqGkM35oUmKToCzrVlnOpMQmkTJhk8qy6XgbCigDK8DVCL2Q6IVMLwh4"
+    "2gaWgRUg2MrUVqa2MrUlYEvAloAtobaE2hJqa1xYncSLNhpVvGiiUcOLlkHgEAqCY8AR4CjwOHAMOA48AXwDeBL4"
+    "JvAU8DTwDPAs8BzwLeB54NvAd4ATwHeB7wHfB34A/BB4AXgR+BHwEjAM/Bh4GfhJgD389t+f7f+6+29V/PDu049/"
+    "f/45yO0fAUpAGUgXZgU4CYwCp4CxPZ5n+pAc9+Mp1I6XUD2uAFPA/B7fPz7aHZ+v6r/RdujZo/p0er7o1HwS2Cfz"
+    "Tbf392F/Xd2TdVXUvqL2E7XPQVt/gy32Nw38FPgZ8HO0jn4BvAqcAcaB14AJYBKoonX4OvAGMA2cBX4JzACzwBxa"
+    "x+eA80ANWAAWgTeBt4C3u2TcdGre2evn6QE/XlsSr/77y8GOn4Ma9wvAReAd4BLwLpB+1vgKqAO/Bt4D3gc+AK4A"
+    "V4FraB0ICOK4VyDvF8hfl32RYQ77OKz5SsN8O3F+GnF+2zCU7n2/8bQMWs6UzKTI/a2Vcsg+lbY2Np8y57WtJw9W"
+    "nWfc0kFOywdRD/Rw3oAHUI2HUY+K0rxDFAmYXt/Y2yUXRVy75aLIbbe8R8BeAfsEPCxgSMCjAg4KOCTgqIDHBRwT"
+    "cFxAP/79+Pfjv/H49Nq/3Tq+Om3fbPsedHuvz0Oi5zYeOz0/iXikSfY3yYEmGWqSR5vkYJMcapKdHj+drj/9XZ5o"
+    "3LK/xHh5tbvYPYdofsLzT7PHIKffhlD+IfQeG0TyY5x+H+HEwahrXNhxjt/Hxzjz+zhnx+YEyg+indEe5OckaucA"
+    "2jntRX5OofxDaGcV988ZlB9EO699yM85//3Gf7/x328a3iFtt7zRHdh2yxvd4W23XNSPnRpfon7s1LgT9WOnxqO5"
+    "df8YtvBnt+mfIcyW6R8izFbonxM8BlIt2dKSLS0CWsTSIpYWqWo5vxzo321s44wyzsAmJWxSwialivOTRLUQNl1G"
+    "aaRfQvolpF+qOD9zWP7tdBmlkX4J6ZeQPvK/jvyvI//ryP8a0l9D+mtIfx3dzzq6n3Xjfh7qRqvrRkPrFX+Lyt+i"
+    "8reo/C0qf4uqM1s07Z5/Ax7LCXrU8/qI77XcIx7r6fX++j3681oPr68OXusx7LHfvNbjmEd/Xusx8prM+93+XOGv"
+    "2/vbvtu3nvb7ujnaJI83ybEmOd4kO/3c6zXOvcZ7q56HW/183Orn5VY/P7f6ebrV80S3zRvV43lh5o9/L9z96dpp"
+    "i798eyX016875ifH5z9AfsmiKR+ZMSvzc5V/9//IMLBycSbwSscLzifOF7+75/M+ib7k6P/j8VMqlvP0x3d2QucD"
+    "f944u0PT9e//lT/h7jRmN9qgXfcdzr3PyzU/yObkMD/U5uQQ+M80+gr93zTWVcW6Wo3Yl5J9KduXBC5ly5NseZIt"
+    "T7LtSbY9ybYn2fZELE/E8kQsT8T2RGxPxPZEqp7+BwJjJv0="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -97,6 +100,16 @@ P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]
 QD0 = _DATA["QD0"]
 X0 = _DATA["X0"]
+# Drawing geometry (mbdgen.codegen.geometry): body-fixed attachment points of the joints,
+# drivers and force elements; coordinate k of point i is GEOMETRY_POINT_CONST[i, k] plus
+# the GEOMETRY_POINT_COEF-weighted parameters of its GEOMETRY_POINT_TERMS rows.
+ELEMENT_ROLES = rt.tables.unpack_names(_DATA["ELEMENT_ROLES"])
+GEOMETRY_POINT_ELEMENT = _DATA["GEOMETRY_POINT_ELEMENT"]
+GEOMETRY_POINT_BODY = _DATA["GEOMETRY_POINT_BODY"]
+GEOMETRY_POINT_CONST = _DATA["GEOMETRY_POINT_CONST"]
+GEOMETRY_POINT_TERMS = _DATA["GEOMETRY_POINT_TERMS"]
+GEOMETRY_POINT_COEF = _DATA["GEOMETRY_POINT_COEF"]
+GEOMETRY_POINT_FIXED = _DATA["GEOMETRY_POINT_FIXED"]
 PHI_Q_ROWS = _DATA["PHI_Q_ROWS"]
 PHI_Q_COLS = _DATA["PHI_Q_COLS"]
 MASS_ROWS = _DATA["MASS_ROWS"]

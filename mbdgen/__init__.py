@@ -2,7 +2,8 @@
 
 ``mbdgen.compile(path)`` turns a SymPy model file into a module of Numba kernels;
 ``mbdgen.simulate(module, method=..., h=..., t_end=...)`` integrates it and returns a
-:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result.
+:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result;
+``mbdgen.animate(result, "motion.gif")`` draws it.
 
 Heavy dependencies (SymPy, Numba) are imported lazily so that a warm start, which
 only imports an up-to-date generated module, stays fast.
@@ -28,6 +29,7 @@ _LAZY = {
     "compile": ("mbdgen.compiler", "compile"),
     "simulate": ("mbdgen.simulation", "simulate"),
     "load": ("mbdgen.results", "load"),
+    "animate": ("mbdgen.animation", "animate"),
     "Result": ("mbdgen.results", "Result"),
     "Model": ("mbdgen.model.core", "Model"),
 }

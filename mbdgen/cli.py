@@ -781,5 +781,89 @@ def baseline_check(settings: str | None, cases: tuple[str, ...], junit: str | No
     sys.exit(baseline.exit_code(reports))
 
 
+# -- animate ---------------------------------------------------------------------------------
+@main.command("animate")
+@click.argument("result", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, help="Animation file (.gif or .mp4).")
+@click.option(
+    "--trace",
+    multiple=True,
+    help="Draw the path of a point: BODY (centroid), BODY:ELEMENT (that element's point "
+    "on it) or BODY:X,Y[,Z] (body frame); repeatable.",
+)
+@click.option("--fps", default=25.0, show_default=True, type=float, help="Frames per second.")
+@click.option(
+    "--every",
+    default=None,
+    type=click.IntRange(min=1),
+    help="One frame per k output rows (default: frames follow the run in real time).",
+)
+@click.option(
+    "--speed",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Simulated seconds per second of animation (default 1; short runs slow down).",
+)
+@click.option("--size", default="640x480", show_default=True, help="Frame size WIDTHxHEIGHT.")
+@click.option(
+    "--view",
+    default="iso",
+    show_default=True,
+    help="Spatial models: iso, xy, xz, yz, or AZIMUTH,ELEVATION in degrees (z up).",
+)
+@click.option(
+    "--model",
+    "model_path",
+    default=None,
+    help="The model file, for a result saved before results carried body geometry.",
+)
+@click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
+def animate_cmd(
+    result: str,
+    output: str,
+    trace: tuple[str, ...],
+    fps: float,
+    every: int | None,
+    speed: float | None,
+    size: str,
+    view: str,
+    model_path: str | None,
+    out_dir: str,
+) -> None:
+    """Animate a saved RESULT (.npz): bodies, ground, joints, time stamp and traces."""
+    from mbdgen.animation import VIEWS, animate
+
+    try:
+        width, height = (int(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise MbdgenError(f"--size {size!r}: write WIDTHxHEIGHT, e.g. 640x480") from None
+    the_view: str | tuple[float, float] = view
+    if view not in VIEWS:
+        try:
+            azim, elev = (float(v) for v in view.split(","))
+        except ValueError:
+            raise MbdgenError(
+                f"--view {view!r}: use {', '.join(VIEWS)} or AZIMUTH,ELEVATION"
+            ) from None
+        the_view = (azim, elev)
+    module = None
+    if model_path is not None:
+        from mbdgen.compiler import compile as compile_model
+
+        module = compile_model(model_path, out_dir)
+    path = animate(
+        result,
+        output,
+        trace=trace,
+        fps=fps,
+        every=every,
+        speed=speed,
+        size=(width, height),
+        view=the_view,
+        module=module,
+    )
+    click.echo(f"wrote {path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

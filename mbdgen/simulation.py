@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mbdgen import interrupts
+from mbdgen import geometry, interrupts
 from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_rows
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
@@ -600,6 +600,8 @@ def simulate(
             "initial_states": dict(
                 zip(getattr(module, "STATE_NAMES", ()), map(float, p[n_params:]), strict=True)
             ),
+            # body-frame attachment points for drawing (mbdgen.animate); None for flat models
+            "geometry": geometry.describe(module, p[:n_params]),
             **stepper.info(),
             "status": "finished",
             "message": MESSAGES[OK],

@@ -34,6 +34,7 @@ from types import ModuleType
 
 import numpy as np
 
+from mbdgen import geometry
 from mbdgen.analysis.assembly import _kernel, redundant_rows
 from mbdgen.errors import MbdgenError, SimulationError
 from mbdgen.results import Result
@@ -210,6 +211,7 @@ def kinematics(
             zip(module.PARAMETER_NAMES, map(float, p[: len(module.PARAMETER_NAMES)]), strict=True)
         ),
         "max_condition_t": t0,
+        "geometry": geometry.describe(module, p[: len(module.PARAMETER_NAMES)]),
         "status": "finished",
         "message": "",
     }

@@ -37,6 +37,7 @@ from mbdgen.codegen.emit import (
     _kernel_code,
     render_template,
 )
+from mbdgen.codegen.geometry import geometry_tables
 from mbdgen.model.core import t
 from mbdgen.model.elements import SLOT_SIZES
 from mbdgen.runtime.tables import encode, pack_names
@@ -250,6 +251,7 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
         pattern = esys.patterns[block]
         data[f"{block.upper()}_ROWS"] = np.array([i for i, _ in pattern], dtype=np.int64)
         data[f"{block.upper()}_COLS"] = np.array([j for _, j in pattern], dtype=np.int64)
+    data.update(geometry_tables(mech))
     return data
 
 

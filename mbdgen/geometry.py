@@ -1,0 +1,111 @@
+"""Body geometry of a run: attachment points in body frames, and their global positions.
+
+A generated element-path module carries its drawing geometry in the metadata block
+(``GEOMETRY_*`` tables, written by :mod:`mbdgen.codegen.geometry`); :func:`describe`
+evaluates it with the run's parameters into a small JSON-able dict that a
+:class:`~mbdgen.results.Result` keeps in ``info["geometry"]``, so a saved result can
+be drawn without its module.  :func:`world` maps body-frame points to global ones:
+
+* planar body, q_i = [x, y, φ]:  r^P = r + A(φ) s'^P (Haug 1989, Eq. 3.2.1);
+* spatial body, q_i = [r, e0..e3]: r^P = r + A(p) s'^P with
+  A = 2[(e0² − ½) I + e eᵀ + e0 ẽ] (Haug 1989, Eq. 9.3.16).
+
+NumPy only (no SymPy, no matplotlib): called at the end of every simulation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Version of the ``info["geometry"]`` layout.
+GEOMETRY_VERSION = 1
+_KINDS = {3: "planar", 7: "spatial"}
+
+
+def has_geometry(module: Any) -> bool:
+    """True when ``module`` (a generated module) carries drawing geometry."""
+    return hasattr(module, "GEOMETRY_POINT_CONST") and hasattr(module, "BODY_OFFSETS")
+
+
+def local_points(module: Any, p: np.ndarray) -> np.ndarray:
+    """(P, 3) body-frame coordinates of every attachment point for parameters ``p``."""
+    pts = np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3).copy()
+    terms = np.asarray(module.GEOMETRY_POINT_TERMS, dtype=np.int64).reshape(-1, 3)
+    coef = np.asarray(module.GEOMETRY_POINT_COEF, dtype=np.float64)
+    for (i, k, j), a in zip(terms, coef, strict=True):
+        pts[i, k] += a * float(p[j])
+    return pts
+
+
+def describe(module: Any, p: np.ndarray) -> dict[str, Any] | None:
+    """The geometry of ``module`` evaluated at parameters ``p``, or None without one.
+
+    ``{"version", "bodies": [{"name", "kind", "offset"}], "points": [{"element",
+    "role", "body", "local"}]}``; ``body`` is an index into ``bodies`` or −1 (ground,
+    ``local`` then in the global frame); planar points have ``local = [x, y]``.
+    """
+    if not has_geometry(module):
+        return None
+    sizes = [int(s) for s in module.BODY_SIZES]
+    bodies = [
+        {"name": name, "kind": _KINDS[size], "offset": int(off)}
+        for name, size, off in zip(module.BODY_NAMES, sizes, module.BODY_OFFSETS, strict=True)
+    ]
+    roles = module.ELEMENT_ROLES
+    pts = local_points(module, p)
+    points = []
+    for i, (e, b) in enumerate(
+        zip(module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True)
+    ):
+        planar = (b >= 0 and sizes[b] == 3) or (b < 0 and all(s == 3 for s in sizes))
+        local = pts[i, :2] if planar else pts[i]
+        points.append(
+            {
+                "element": module.ELEMENT_NAMES[e],
+                "role": roles[e],
+                "body": int(b),
+                "local": [float(v) for v in local],
+            }
+        )
+    return {"version": GEOMETRY_VERSION, "bodies": bodies, "points": points}
+
+
+def rotation(e: np.ndarray) -> np.ndarray:
+    """(N, 3, 3) rotation matrices A(p) of Euler parameters ``e`` (N, 4), Haug Eq. 9.3.16.
+
+    The parameters are normalized first, so a drifted pᵀp ≠ 1 still draws a rotation.
+    """
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    e0, v = e[:, 0], e[:, 1:]
+    A = 2.0 * np.einsum("ni,nj->nij", v, v)
+    A += (2.0 * e0**2 - 1.0)[:, None, None] * np.eye(3)
+    tilde = np.zeros_like(A)
+    tilde[:, 0, 1], tilde[:, 0, 2] = -v[:, 2], v[:, 1]
+    tilde[:, 1, 0], tilde[:, 1, 2] = v[:, 2], -v[:, 0]
+    tilde[:, 2, 0], tilde[:, 2, 1] = -v[:, 1], v[:, 0]
+    return A + 2.0 * e0[:, None, None] * tilde
+
+
+def frames(body: dict[str, Any], q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Origin (N, 3) and rotation (N, 3, 3) of ``body`` over the rows of ``q`` (N, n)."""
+    off = body["offset"]
+    n = q.shape[0]
+    if body["kind"] == "planar":
+        r = np.zeros((n, 3))
+        r[:, :2] = q[:, off : off + 2]
+        c, s = np.cos(q[:, off + 2]), np.sin(q[:, off + 2])
+        A = np.zeros((n, 3, 3))
+        A[:, 0, 0], A[:, 0, 1], A[:, 1, 0], A[:, 1, 1] = c, -s, s, c
+        A[:, 2, 2] = 1.0
+        return r, A
+    return q[:, off : off + 3].copy(), rotation(q[:, off + 3 : off + 7])
+
+
+def world(body: dict[str, Any], q: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """(N, 3) global positions of body-frame point ``local`` (2 or 3 entries) over ``q``."""
+    s = np.zeros(3)
+    s[: len(local)] = local
+    r, A = frames(body, q)
+    return r + A @ s
