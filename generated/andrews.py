@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9fec32d81cce4796d5d05d544bd5648dba1b79a3fb68ab4eaa8de2fd5a64b085"
+BODY_HASH = "fec3af9362cbed3f7b958cd495093fc56fe5c239ae405dd8e171f4fb2db87fcd"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7d24d519b658d9a3a4389bfe8ac3f000f665816c0df0188271bf15d2a22e7c37"
+BODY_HASH = "baadc4fb7f7b4f078cd38acc5f1050b2dd19f7e68e0cf5543c0fe1aabf56ee8f"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "16706419185eed5e346ba7a7d95b884ea5be4e8e7d81e29bbc218e34037a8bde"
+BODY_HASH = "472c1994cad80dd8e036043231a5a2c53eb96d54e04bb81e1ef15bc1e4ccdb3c"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "07484f7e68ebee6e4e1bcbec4b929b2734cedc1f856bfccfcd40235b6a67b5b3"
+BODY_HASH = "a86403c267cdd1fbfee36ec08701b2aacb0b31cc3b5f24adb06c3b423e608170"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b85d4ada5b9d8b48405d96269846707f7c4c562bb614cda2c71244b8ed8e826f"
+BODY_HASH = "3cffa04daf7472cb27961e6a975d58c7e715a4bf89b1ffc9053e9bae3c6433c0"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "bed46e204c042c4f45bda9a048aba9c7491735841c48d91db14fd6a439be8bce"
+BODY_HASH = "66b7b0a69b851d7e608b7ca24c83603008a106a4f765c709313d1d104ac1e479"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"

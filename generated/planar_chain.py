@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "935a05ab5a83fed05c64319d0aa164e623b950e5c3cf94a856461e09fbd355bf"
+BODY_HASH = "d238b09a837610415c22915606ff4641383231a41fa0cd88a4beb9b9274d11b9"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

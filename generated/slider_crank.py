@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f2d7e8fda2b83c6ba9c658b7b693a8af60a2f759d2eb5578c0dc2fd5190487fa"
+BODY_HASH = "cc2708cd449e4e2a7ff894babde56754095a51101d54735f0ebf317851cb73e7"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"

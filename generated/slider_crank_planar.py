@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b0e796b61a253b0752ca07f0f045263e36f19ea620b3e2fc8dee068ddee6c00b"
+BODY_HASH = "6b80948cef0da211bc51d3cca640dc110b9355741df47d3317bd191fcf1c9628"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b5cf3a7be61576fef692d93e47c6ae14dab1b2f3946cf467375007950d5567d8"
+BODY_HASH = "f4f3edd05c2adb6c1fe9393ac22e34a5c9823fe3332d9e42a6ba2b59d3082a7f"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

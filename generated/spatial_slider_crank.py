@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d6ce388d2891adda95c9822369d8ab086cfc35f34886ace95a8c0a3cb17a9567"
+BODY_HASH = "5f4b614b263704560b18d0778fae286d5d16ac43ccc85405d4ad0623b725e56f"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "860fff6521e57e74"
+COMPILER_HASH = "872eed22376f6452"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5373d2d1894c63d5b16904d2f347f7264788eadf0b78866adc597379c31eb508"
+BODY_HASH = "35bf26f2bbc4f663dd4a03908b4e7789828dba311b865260df7c8f8c7f3eb28a"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
