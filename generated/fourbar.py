@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "e7599809ae854249"
+COMPILER_HASH = "3d610bb01a734632"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a548ab329be459e1bb478475430c8c16d5d69cb6fbc9deb39520c6fc1ce92073"
+BODY_HASH = "fbcd9f906deac791c6e74e0d55c5c7820839b6a5b58c6c99c397211a76b0e175"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

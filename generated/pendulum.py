@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "e7599809ae854249"
+COMPILER_HASH = "3d610bb01a734632"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1b1b1eace825ad8da32bf855380800f7a3f194cb0597d4cac8d74d230af7f7a0"
+BODY_HASH = "98dec626c18ccb969176f9648463bb1ee353f52433c235ede7c431e8e0f617c8"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

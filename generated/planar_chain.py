@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "e7599809ae854249"
+COMPILER_HASH = "3d610bb01a734632"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "44ea1584b9ada9c94c1c4a0c9991d27aee4dfb7e9929229901d67a2ff6095090"
+BODY_HASH = "e2a2cbbc97f8efd03310b07161cf99ae720a14628921856e621fe3ca71336134"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

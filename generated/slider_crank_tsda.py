@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "e7599809ae854249"
+COMPILER_HASH = "3d610bb01a734632"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "134af961ff32508658a6374756f21d72a5811ad9421df05d0bc03e562bf7f5c4"
+BODY_HASH = "abbc5a3dadbddbbf1628c7aad72518facd076578234647a40fd3cd89f9e873ac"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

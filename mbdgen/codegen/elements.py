@@ -39,7 +39,6 @@ from mbdgen.codegen.emit import (
 )
 from mbdgen.codegen.geometry import geometry_tables
 from mbdgen.model.core import t
-from mbdgen.model.elements import SLOT_SIZES
 from mbdgen.runtime.tables import encode, pack_names
 from mbdgen.symbolic.elements import ElementSystem, TypeSystem
 
@@ -220,7 +219,7 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
     }
     pindex = {s: i for i, s in enumerate(mech.parameter_symbols)}
     data["BODY_OFFSETS"] = np.array([mech.body_offset[b] for b in mech.bodies], dtype=np.int64)
-    data["BODY_SIZES"] = np.array([SLOT_SIZES[b.kind] for b in mech.bodies], dtype=np.int64)
+    data["BODY_SIZES"] = np.array([b.size for b in mech.bodies], dtype=np.int64)
     keys = ("m", "J", "Jxx", "Jyy", "Jzz", "Jxy", "Jxz", "Jyz")
     data["BODY_INERTIA_INDEX"] = np.array(
         [[pindex[b.inertia[k]] if k in b.inertia else -1 for k in keys] for b in mech.bodies],
@@ -385,7 +384,7 @@ def render_element_module(
         }
         for ts in esys.types
     ]
-    n_euler = sum(1 for b in mech.bodies if b.kind == "spatial")
+    n_euler = sum(1 for b in mech.bodies if b.kind == "spatial" and not b.point)
     context = _base_context(
         mech.name,
         mech.description,

@@ -16,7 +16,12 @@ Bodies carry their coordinates:
 
 * planar (Haug 1989, ch. 3-6):  q_i = [x_i, y_i, φ_i];
 * spatial (Haug 1989, ch. 9-11): q_i = [x_i, y_i, z_i, e0_i, e1_i, e2_i, e3_i]
-  (position of the centroid and Euler parameters).
+  (position of the centroid and Euler parameters);
+* point masses (``point=True``): the position only, [x_i, y_i] or [x_i, y_i, z_i].
+  In an element's slot a point mass looks like a body whose orientation is the
+  ground's (φ = 0, p = [1, 0, 0, 0], constants, as for the ground): the library's
+  joints and forces work on it unchanged, and the generalized forces they put on
+  the missing rotational coordinates are dropped (see :func:`element_type`).
 
 The ground is :data:`GROUND`; in a slot it contributes constant coordinates
 (planar [0, 0, 0], spatial [0, 0, 0, 1, 0, 0, 0]) and no unknowns.
@@ -41,6 +46,10 @@ SLOT_COORDINATE_NAMES = {
     "spatial": ("x", "y", "z", "e0", "e1", "e2", "e3"),
 }
 ROLES = ("body", "joint", "driver", "force")
+#: Coordinates of a point-mass body per kind: its position only (no orientation).
+POINT_SIZES = {"planar": 2, "spatial": 3}
+#: Element families that act on a body's orientation only: meaningless on a point mass.
+ORIENTATION_FAMILIES = ("torque", "rsda", "spatial_torque_global", "spatial_torque_body")
 
 
 class Ground:
@@ -74,29 +83,48 @@ class Body:
     qd0: tuple[float, ...]
     inertia: Mapping[str, sp.Symbol]
     defaults: Mapping[sp.Symbol, float]
+    point: bool = False
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "body")
         if self.kind not in SLOT_SIZES:
             raise ModelError(f"body {self.name!r}: kind must be 'planar' or 'spatial'")
-        size = SLOT_SIZES[self.kind]
+        size = self.size
+        what_body = f"{self.kind} point mass" if self.point else f"{self.kind} body"
         for what, vec in (("q0", self.q0), ("qd0", self.qd0)):
             if len(vec) != size:
                 raise ModelError(
-                    f"body {self.name!r}: {what} has {len(vec)} entries, a {self.kind} body "
-                    f"has {size} coordinates ({', '.join(SLOT_COORDINATE_NAMES[self.kind])})"
+                    f"body {self.name!r}: {what} has {len(vec)} entries, a {what_body} "
+                    f"has {size} coordinates ({', '.join(coordinate_names(self.kind, self.point))})"
                 )
             for i, (c, v) in enumerate(zip(self.coordinates, vec, strict=False)):
                 finite_number(v, f"body {self.name!r}: {what}[{i}] ({c.name})")
 
+    @property
+    def size(self) -> int:
+        """Number of coordinates: 3 / 7 (planar / spatial body), 2 / 3 (point mass)."""
+        return body_size(self.kind, self.point)
+
     def __repr__(self) -> str:
-        return f"Body({self.name!r}, {self.kind})"
+        return f"Body({self.name!r}, {self.kind}{' point' if self.point else ''})"
 
 
-def make_coordinates(name: str, kind: str) -> tuple[tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
+def body_size(kind: str, point: bool = False) -> int:
+    """Coordinates of a body of ``kind`` (a point mass: its position only)."""
+    return POINT_SIZES[kind] if point else SLOT_SIZES[kind]
+
+
+def coordinate_names(kind: str, point: bool = False) -> tuple[str, ...]:
+    """Coordinate-name suffixes of a body of ``kind`` (``x``, ``y``, ``phi`` ...)."""
+    return SLOT_COORDINATE_NAMES[kind][: body_size(kind, point)]
+
+
+def make_coordinates(
+    name: str, kind: str, point: bool = False
+) -> tuple[tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
     """The coordinate and velocity symbols of body ``name`` (``crank_x``, ``crank_x_d``)."""
     check_identifier(name, "body")
-    q = tuple(sp.Symbol(f"{name}_{s}") for s in SLOT_COORDINATE_NAMES[kind])
+    q = tuple(sp.Symbol(f"{name}_{s}") for s in coordinate_names(kind, point))
     qd = tuple(sp.Symbol(f"{c.name}_d") for c in q)
     return q, qd
 
@@ -180,6 +208,11 @@ class Element:
                     f"element {self.name!r} connects {slot} bodies, but {body.name!r} is "
                     f"a {body.kind} body"
                 )
+            if body.point and self.family in ORIENTATION_FAMILIES:
+                raise ModelError(
+                    f"{self.role} {self.name!r} acts on the orientation of {body.name!r}, "
+                    "a point mass, which has none"
+                )
         moving = [b for b in self.bodies if isinstance(b, Body)]
         if len({id(b) for b in moving}) != len(moving):
             raise ModelError(f"element {self.name!r} connects body {moving[0].name!r} to itself")
@@ -189,15 +222,23 @@ class Element:
         return tuple(isinstance(b, Ground) for b in self.bodies)
 
     @property
+    def point_mask(self) -> tuple[bool, ...]:
+        """Which slots a point mass fills."""
+        return tuple(isinstance(b, Body) and b.point for b in self.bodies)
+
+    @property
     def type_key(self) -> tuple:
         """Everything that makes two instances share one set of element kernels."""
-        return (self.family, self.role, self.slots, self.ground_mask, len(self.params), self.key)
+        key = (self.family, self.role, self.slots, self.ground_mask, len(self.params), self.key)
+        return (*key, self.point_mask) if any(self.point_mask) else key
 
     @property
     def type_name(self) -> str:
-        """A readable identifier of the type (family, slot kinds, ground slots)."""
+        """A readable identifier of the type (family, slot kinds, ground and point-mass
+        slots: ``g`` ground, ``p``/``s`` planar/spatial body, ``pm``/``sm`` point mass)."""
         tags = "".join(
-            "g" if g else s[0] for s, g in zip(self.slots, self.ground_mask, strict=True)
+            "g" if g else s[0] + ("m" if m else "")
+            for s, g, m in zip(self.slots, self.ground_mask, self.point_mask, strict=True)
         )
         return f"{self.family}_{tags}" if tags else self.family
 
@@ -312,6 +353,7 @@ class Mechanism:
                         raise ModelError(f"mechanism {name!r}: {item!r} is not an element")
                     user.append(item)
         own = [planar.inertia(b) if b.kind == "planar" else spatial.inertia(b) for b in self.bodies]
+        # (each module's inertia() gives a point mass its own mass-only element)
         self.elements: tuple[Element, ...] = tuple(own + user)
         self._validate(parameters or {}, states)
 
@@ -391,7 +433,7 @@ class Mechanism:
         offsets, k = {}, 0
         for b in self.bodies:
             offsets[b] = k
-            k += SLOT_SIZES[b.kind]
+            k += b.size
         self.body_offset = offsets
         # Build each element once to learn its number of constraint rows.
         self._rows: list[int] = []
@@ -438,7 +480,7 @@ class Mechanism:
         for b in e.bodies:
             if isinstance(b, Body):
                 start = self.body_offset[b]
-                out.extend(range(start, start + SLOT_SIZES[b.kind]))
+                out.extend(range(start, start + b.size))
         return out
 
     # -- the flat path -----------------------------------------------------------
@@ -502,6 +544,8 @@ class ElementType:
     local_mass: sp.Matrix
     local_force: sp.Matrix
     slot_q: tuple[sp.Matrix, ...]
+    #: Moving coordinates per slot (0 for the ground; 2 or 3 for a point mass).
+    slot_sizes: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return f"ElementType({self.name!r}, {self.role})"
@@ -529,18 +573,24 @@ def element_type(e: Element) -> ElementType:
     qd_all: list[sp.Symbol] = []
     slot_q, slot_qd = [], []
     k = 0
-    for slot, g in zip(e.slots, e.ground_mask, strict=True):
+    sizes: list[int] = []
+    for slot, g, point in zip(e.slots, e.ground_mask, e.point_mask, strict=True):
         if g:
             slot_q.append(sp.Matrix(GROUND_COORDINATES[slot]))
             slot_qd.append(sp.zeros(SLOT_SIZES[slot], 1))
+            sizes.append(0)
             continue
-        qs = [sp.Symbol(f"_q{k + i}") for i in range(SLOT_SIZES[slot])]
-        qds = [sp.Symbol(f"_qd{k + i}") for i in range(SLOT_SIZES[slot])]
-        k += SLOT_SIZES[slot]
+        size = body_size(slot, point)
+        qs = [sp.Symbol(f"_q{k + i}") for i in range(size)]
+        qds = [sp.Symbol(f"_qd{k + i}") for i in range(size)]
+        k += size
         q_all += qs
         qd_all += qds
-        slot_q.append(sp.Matrix(qs))
-        slot_qd.append(sp.Matrix(qds))
+        sizes.append(size)
+        # A point mass's orientation is the ground's: constants, zero rates.
+        pad = list(GROUND_COORDINATES[slot][size:])
+        slot_q.append(sp.Matrix(qs + pad))
+        slot_qd.append(sp.Matrix(qds + [0] * len(pad)))
     p = tuple(sp.Symbol(f"_p{i}") for i in range(len(e.params)))
     local = Local(
         t=t,
@@ -560,16 +610,25 @@ def element_type(e: Element) -> ElementType:
     mass = sp.zeros(nq, nq)
     force = sp.zeros(nq, 1)
     off = 0
-    for s, (slot, g) in enumerate(zip(e.slots, e.ground_mask, strict=True)):
-        size = SLOT_SIZES[slot]
+    for s, (g, size) in enumerate(zip(e.ground_mask, sizes, strict=True)):
         if g:
             continue
+        # A point mass keeps the translational part; what an element puts on the
+        # rotational coordinates it lacks is dropped (they are constants there).
         if c.mass is not None and c.mass[s] is not None:
-            mass[off : off + size, off : off + size] = sp.Matrix(c.mass[s])
+            mass[off : off + size, off : off + size] = sp.Matrix(c.mass[s])[:size, :size]
         if c.force is not None and c.force[s] is not None:
-            force[off : off + size, 0] = sp.Matrix(c.force[s])
+            force[off : off + size, 0] = sp.Matrix(c.force[s])[:size, 0]
         off += size
     c.phi = tuple(sp.sympify(f) for f in c.phi)
+    if any(e.point_mask):
+        for r, f in enumerate(c.phi):
+            if not f.free_symbols & set(q_all):
+                raise ModelError(
+                    f"{e.role} {e.name!r}: its row {r} involves no coordinate: it constrains "
+                    "the orientation of a point mass, which has none (use a joint that "
+                    "only places points, e.g. a distance or spherical joint)"
+                )
     allowed = set(q_all) | set(qd_all) | set(p) | {t}
     for what, exprs in (("constraints", c.phi), ("mass", mass), ("force", force)):
         for ex in exprs:
@@ -589,6 +648,7 @@ def element_type(e: Element) -> ElementType:
         local_mass=mass,
         local_force=force,
         slot_q=tuple(slot_q),
+        slot_sizes=tuple(sizes),
     )
     _TYPES[key] = et
     return et

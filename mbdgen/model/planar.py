@@ -33,6 +33,7 @@ __all__ = [
     "A",
     "B",
     "body",
+    "point_mass",
     "inertia",
     "gravity",
     # joints (Haug 1989, ch. 3)
@@ -121,6 +122,46 @@ def body(
     )
 
 
+def point_mass(
+    name: str,
+    m: float | sp.Symbol,
+    q0: Sequence[float] = (0.0, 0.0),
+    qd0: Sequence[float] = (0.0, 0.0),
+) -> Body:
+    """A planar point mass: coordinates [x, y] only, mass matrix diag(m, m).
+
+    Why a body of its own and not a rigid body with J = 0: a rigid body's angle φ
+    with no inertia is undetermined unless every joint fixes it, so the mass matrix
+    is singular and the angle must be locked by hand; a point mass simply has no φ.
+    In the library's joints and forces it fills a planar slot as a body whose
+    angle is the ground's (φ ≡ 0), so body-fixed points on it are offsets along the
+    global axes — give s' = (0, 0) (the mass itself).  Joints that only place
+    points (revolute, distance, point-on-line, drivers of x and y, TSDA, point loads,
+    gravity) apply; elements that act on its angle (torque, RSDA) are refused.
+    A simple pendulum is the mass on a :func:`distance` constraint to the ground
+    (its massless rigid link: one row).
+    """
+    q, qd = make_coordinates(name, "planar", point=True)
+    ms, md = parameter(name, "m", m)
+    return Body(
+        name=name,
+        kind="planar",
+        coordinates=q,
+        velocities=qd,
+        q0=tuple(float(v) for v in q0),
+        qd0=tuple(float(v) for v in qd0),
+        inertia={"m": ms},
+        defaults=md,
+        point=True,
+    )
+
+
+def _point_inertia(loc: Local) -> Contribution:
+    m = loc.p["m"]
+    qd = loc.qd[0]
+    return Contribution(mass=[sp.diag(m, m, 0)], kinetic=m * (qd[0] ** 2 + qd[1] ** 2) / 2)
+
+
 def _inertia(loc: Local) -> Contribution:
     m, J = loc.p["m"], loc.p["J"]
     qd = loc.qd[0]
@@ -131,7 +172,18 @@ def _inertia(loc: Local) -> Contribution:
 
 
 def inertia(b: Body) -> Element:
-    """The body's own mass matrix diag(m, m, J) (Haug 1989, Eq. 6.1.22) and kinetic energy."""
+    """The body's own mass matrix diag(m, m, J) (Haug 1989, Eq. 6.1.22) and kinetic energy
+    (a point mass: diag(m, m))."""
+    if b.point:
+        return Element(
+            name=b.name,
+            family="planar_point_mass",
+            role="body",
+            slots=("planar",),
+            bodies=(b,),
+            params=(("m", b.inertia["m"]),),
+            build=_point_inertia,
+        )
     return Element(
         name=b.name,
         family="planar_body",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import sympy as sp
 
 from mbdgen.errors import ModelError
+from mbdgen.model.core import finite_number
 from mbdgen.model.elements import (
     GROUND,
     Body,
@@ -47,6 +48,7 @@ __all__ = [
     "distance",
     "dot1",
     "dot2",
+    "euler_parameter_rates",
     "euler_parameters",
     "fixed",
     "gravity",
@@ -56,6 +58,7 @@ __all__ = [
     "parallel",
     "perpendicular",
     "point_load",
+    "point_mass",
     "prism_inertia",
     "revolute",
     "revolute_spherical",
@@ -121,6 +124,8 @@ def body(
     J: Sequence[float | sp.Symbol],
     q0: Sequence[float] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0),
     qd0: Sequence[float] = (0.0,) * 7,
+    omega0: Sequence[float] | None = None,
+    omega0_frame: str = "body",
 ) -> Body:
     """A spatial body: mass ``m`` and inertia tensor J' about the centroid, body frame.
 
@@ -128,9 +133,16 @@ def body(
     Products of inertia given as the number 0 are structural zeros (principal axes:
     a smaller element type, with far smaller kernels); give them as Symbols to keep
     them runtime parameters.
+
+    Initial velocity: ``qd0`` = [ṙ, ṗ] (7 entries), or, with ``omega0``, the initial
+    angular velocity ω' (``omega0_frame="body"``, components in the body frame) or ω
+    (``"global"``); ``qd0`` then gives ṙ (3 entries, or 7 with ṗ = 0).  ω is turned
+    into Euler-parameter rates by :func:`euler_parameter_rates`.
     """
     if len(J) not in (3, 6):
         raise ModelError(f"body {name!r}: J must have 3 (principal) or 6 entries, got {len(J)}")
+    if omega0 is not None:
+        qd0 = _velocities_from_omega(name, q0, qd0, omega0, omega0_frame)
     q, qd = make_coordinates(name, "spatial")
     inertia_map: dict[str, sp.Symbol] = {}
     defaults: dict[sp.Symbol, float] = {}
@@ -153,6 +165,103 @@ def body(
         inertia=inertia_map,
         defaults=defaults,
     )
+
+
+def point_mass(
+    name: str,
+    m: float | sp.Symbol,
+    q0: Sequence[float] = (0.0, 0.0, 0.0),
+    qd0: Sequence[float] = (0.0, 0.0, 0.0),
+) -> Body:
+    """A spatial point mass: coordinates r = [x, y, z] only, mass matrix m I₃.
+
+    Why a body of its own and not a rigid body with J' = 0: with no inertia its
+    Euler parameters would be undetermined (a singular mass matrix, three
+    orientation locks to add by hand) and it would carry 7 coordinates and a
+    normalization row for 3 degrees of freedom.  A point mass has no orientation:
+    in the library's joints and forces it fills a spatial slot as a body whose
+    Euler parameters are the ground's (p ≡ [1, 0, 0, 0]), so body-fixed points on it
+    are offsets along the global axes — give s' = (0, 0, 0) (the mass itself).
+    Joints that only place points apply: :func:`spherical` (3 rows: the mass is
+    fixed to a point of the other body), :func:`distance` (a massless rigid link:
+    the spherical pendulum), :func:`dot2`, :func:`revolute_spherical`,
+    :func:`translational_driver`, TSDA, point loads and gravity.  Joints with rows on
+    its orientation (revolute, universal, dot1 ...) leave rows with no coordinate in
+    them and are refused, as are torques and RSDAs.
+    """
+    q, qd = make_coordinates(name, "spatial", point=True)
+    ms, md = parameter(name, "m", m)
+    return Body(
+        name=name,
+        kind="spatial",
+        coordinates=q,
+        velocities=qd,
+        q0=tuple(float(v) for v in q0),
+        qd0=tuple(float(v) for v in qd0),
+        inertia={"m": ms},
+        defaults=md,
+        point=True,
+    )
+
+
+def euler_parameter_rates(
+    p: Sequence[float], omega: Sequence[float], frame: str = "body"
+) -> tuple[float, float, float, float]:
+    """ṗ of a body at Euler parameters ``p`` turning at angular velocity ``omega``:
+
+        ṗ = ½ G(p)ᵀ ω'  (body frame),   ṗ = ½ E(p)ᵀ ω  (global frame),
+
+    the inverses of ω' = 2Gṗ and ω = 2Eṗ (Haug 1989, Eqs. 9.3.30-9.3.31) on pᵀp = 1,
+    where GGᵀ = EEᵀ = I and Gp = Ep = 0 (Eqs. 9.3.26-9.3.27): the ṗ returned
+    satisfies pᵀṗ = 0, the velocity form of the normalization constraint.
+    ``p`` must be a unit quaternion (to 1e-9: the rates scale with ‖p‖).
+    """
+    if frame not in _FRAMES:
+        raise ModelError(f"omega0_frame must be one of {_FRAMES}, got {frame!r}")
+    e0, e1, e2, e3 = (float(v) for v in p)
+    w = [float(v) for v in omega]
+    if frame == "body":  # Gᵀ, the transpose of Eq. 9.3.25
+        rows = ((-e1, -e2, -e3), (e0, -e3, e2), (e3, e0, -e1), (-e2, e1, e0))
+    else:  # Eᵀ, the transpose of Eq. 9.3.24
+        rows = ((-e1, -e2, -e3), (e0, e3, -e2), (-e3, e0, e1), (e2, -e1, e0))
+    pd = tuple(0.5 * sum(r[k] * w[k] for k in range(3)) for r in rows)
+    return (pd[0], pd[1], pd[2], pd[3])
+
+
+def _velocities_from_omega(
+    name: str,
+    q0: Sequence[float],
+    qd0: Sequence[float],
+    omega0: Sequence[float],
+    frame: str,
+) -> tuple[float, ...]:
+    """[ṙ, ṗ] from ṙ (``qd0``) and an angular velocity (:func:`euler_parameter_rates`)."""
+    owner = f"body {name!r}"
+    if frame not in _FRAMES:
+        raise ModelError(f"{owner}: omega0_frame must be one of {_FRAMES}, got {frame!r}")
+    if len(omega0) != 3:
+        raise ModelError(f"{owner}: omega0 must have 3 components, got {len(omega0)}")
+    if len(q0) != 7:
+        raise ModelError(f"{owner}: q0 has {len(q0)} entries, a spatial body has 7")
+    w = [finite_number(v, f"{owner}: omega0[{i}]") for i, v in enumerate(omega0)]
+    if len(qd0) == 7:
+        if any(float(v) != 0.0 for v in qd0[3:]):
+            raise ModelError(
+                f"{owner}: give the initial rotation either as omega0 or as Euler-parameter "
+                "rates in qd0[3:7], not both"
+            )
+        qd0 = qd0[:3]
+    if len(qd0) != 3:
+        raise ModelError(
+            f"{owner}: with omega0, qd0 is the centroid's velocity (3 entries), got {len(qd0)}"
+        )
+    p = [finite_number(v, f"{owner}: q0[{i + 3}]") for i, v in enumerate(q0[3:7])]
+    norm = sum(v * v for v in p) ** 0.5
+    if abs(norm - 1.0) > 1e-9:
+        raise ModelError(
+            f"{owner}: omega0 needs unit Euler parameters in q0, but ‖p‖ = {norm:.12g}"
+        )
+    return (*(float(v) for v in qd0), *euler_parameter_rates(p, w, frame))
 
 
 def inertia_matrix(p: dict) -> sp.Matrix:
@@ -188,8 +297,25 @@ def _inertia(loc: Local) -> Contribution:
     )
 
 
+def _point_inertia(loc: Local) -> Contribution:
+    m = loc.p["m"]
+    rd = sp.Matrix(loc.qd[0][0:3])
+    return Contribution(mass=[sp.diag(m, m, m, 0, 0, 0, 0)], kinetic=m * rd.dot(rd) / 2)
+
+
 def inertia(b: Body) -> Element:
-    """M = diag(mI, 4GᵀJ'G), force 8ĠᵀJ'Ġp and pᵀp − 1 = 0 (Haug 1989, Eqs. 11.1.32-33)."""
+    """M = diag(mI, 4GᵀJ'G), force 8ĠᵀJ'Ġp and pᵀp − 1 = 0 (Haug 1989, Eqs. 11.1.32-33);
+    a point mass: M = m I₃, no normalization row."""
+    if b.point:
+        return Element(
+            name=b.name,
+            family="spatial_point_mass",
+            role="body",
+            slots=("spatial",),
+            bodies=(b,),
+            params=(("m", b.inertia["m"]),),
+            build=_point_inertia,
+        )
     return Element(
         name=b.name,
         family="spatial_body",

@@ -124,8 +124,9 @@ def _reactions(et: ElementType, phi_q: sp.Matrix, lam: sp.Matrix) -> sp.Matrix:
     for s, (slot, ground) in enumerate(zip(et.slots, et.ground, strict=True)):
         if ground:
             continue
-        size = SLOT_SIZES[slot]
-        gen = generalized[off : off + size, 0]
+        size = et.slot_sizes[s] if et.slot_sizes else SLOT_SIZES[slot]
+        # a point mass: zero generalized reaction on the rotations it does not have
+        gen = generalized[off : off + size, 0].col_join(sp.zeros(SLOT_SIZES[slot] - size, 1))
         q = et.slot_q[s]
         off += size
         point = points[s] if points is not None else None
