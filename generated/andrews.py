@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e7b3ae917544089f05bd45577cedca0726cda6ad4c4b87c3905ee94ec31d626d"
+BODY_HASH = "766b71183df2087fad40f5e7e57929b5ac744061629167c62fbae9a90f390fd5"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -51,46 +51,47 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 16
 
-# 3328 characters of compressed tables (grows with the number of elements).
+# 3352 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWn1sFMcVvzt/YB8GY2zc1CYBbDAkHOZub2/XkNSbtb2+O8vnO99dwXz1IBiCHQ4jQwKOIlVySEgKpAGjQkkh"
-    "NEhOVRK1QNREUZRtPkSFlH+iVP1CCWqrmtZKK5qmaYRQ0/14O759t+O1XTttEt8f+5t5v/dmZ2fem519c8cKHdpv"
-    "w4aqhmjTulS4TYonw6KCTVJHlaeqa9dejq3ybOA9dZs2eUCpTYxICYV8UGHrFJL1jXDR5uaElExkmo6QifB6KZtq"
-    "jLYlknEx3JbMatnnC4BKNN4UbhOTUrZKnX53yZsKx0w9Zoi83ST3E3k8qy+KNCImEqlYNGFtE7ew8aWCYiQiptqb"
-    "kB1r9IFo0BVMnWc9LJG3m+R+Is/sCNGOhcLKTUa9ka7SKkYslHxmJUyT28Qtbs7QRoHzYA26gmkUMuXtJjlH5Jkd"
-    "IVLaKGQ0SB8FzhgqxnIUOIgEhY5b3Nyfao7GG6XsUfB5ViENuoJpFHwensjbTXI/kWd2xGdI4xZSFrc9Irdsm7Vs"
-    "m7Vsu1WKSBYxXMeY6Hi01Ry/Xg7xa02jsspjtk+ui0lmBY0mo94Ybc2kEYtaN7Gjmo5m2YEtvSYSWeokiRVk6mfM"
-    "NDI206Mb02ylaERKxtcp7qcuuerCnKHEWCo1RqVmRWn7zp4tEPOstZqykpv0GAY8CWnCbNreuDncITXZaiWleMS0"
-    "UhnrpLaWWwyU18xazpDGIjvGN0IhI6BiYlzxf6VD2W/JgO4zI4uT9eyN8Nbzp/PIlmMzOH1VQxp8lgJqPlMBUUbr"
-    "qSapWfxmq3mKOb1b7V7zxOvD0d5kKY5LYmMyHG3LfpvDXiKRVN/1cfWSHSNeCxXLKcxUsW/Eto0O2zYowb5Gao02"
-    "hpPZOyeG0f20wzxKitUmp74xc7gAPxvnLwfscidonwd2+RO0nwF2BRO0h42pwz1B+5lgVzRB+1lgN3uC9vf1dPb5"
-    "3OqV0a5+7cpq14B25bQrD+07ctCAF6IHKAaci/THi1HFvdxR5aXtjqmlmFpqUEsNakli/GpZBa3G6jVWr3F6jVNr"
-    "YkCtKFelHFSLQU3Ka1JeLYfUYkgpaWOR2u/WsQ9w944ufXyAYYBhCOMHxg+MnzAsMCwwLGECwASACRCGA4YDhiMM"
-    "DwwPDK8yOABxQOEAwQ6PHRg7JHYw4/d539fwqzmAJcjPSgHLHJPz+6o8H+6/0f48wArAykmyt3vOrwHeBvh11M5S"
-    "wGWAdwLeBbgS0AvoA2Rs5pc2j7T5spuXXGQ/Z5LH34Xukz9G/7XzP9q4LgdkAQOAHCA/xvvbxdNUx4/hX+XIvwx/"
-    "ux1wPuACwDu+JP0vpfhZOfKz+ai9O1B7CwEXAVYBVgMuBlwCWIP8yAO4ArAW0G/jZ+Ndn8e7btP0afNJ06fNJ23+"
-    "ae3T1hla+3g9K0Dt4vXri+7P2B+wXzjR8znR8+VS9rV5k/S+H+v7HMeh3XtwquN0KYrLlZS4ZVDc4vfuasC7AesA"
-    "VwHWAwqA9wB+g/J+w/5cNEX708lqh6c8Nx4X/Ny09soo+wlaf7H+mD/43FF3zN2gfmKpH1bq55TyFeUOKh9N7pB7"
-    "z+7erl33uzt7ux7apmq7R79093Tt2jvB6/ae3q3b9Kvjf/RzUTCXsua60Jy5kM+6kO+6kA+70Jy5KGs23nNO1beP"
-    "02Yc7PRzKLGMfXui8nyK3gyKXcEk3Xeq+kMb5zxKHdvnjbE+06ZeQqnPRjjTpl6GsMSm7rDxu5wxrsX5Yxz3Qso7"
-    "HL/L7fY8eO9jtwfCe4HS6fmfnv+MJC5tXTZ4u/WXtuc17HMpe2CDz6fsiV2W/bwhTONU4vRv+je16xle18a7vuF1"
-    "ruRLMt7FlHV4Dqo70HPjnATevzso730neh/mIP15lPW9HK3nDpRLyEX6t6F13YFyDXlIv4KSa65EcifKTcxA+rcj"
-    "uRPlLvA3+AIkd6LcRiHSX4TkTpT7cCP9aiR3otzITKS/BMmdKHdShPSXIrkT5dpnIf07kdyJcvE417EcyZ0oV4P9"
-    "dwWSO1GuB+cWVlL83UuJcx8lDhgUBw6UO5qL9FkUHw6UEy5F+hxlH8kjuRPlZOYh/VVI7kQ5m8nKDX1eZ4T/7/1M"
-    "96ThsN3AFjhiTwO2wMF6GrAFjtPTgC1wiJ4GbIGj8zRgCxyYpwFb3NHUnq792rVPvXZr5e4+d0yTxzR5TJPHNHmD"
-    "Jm/Q5A2avEGTS4xfY3SEejfUNZ4FngWeBZ4FngOeA54DntN4MaDRGui1br2mcEGNCmpMUCOCug2v2/C6Da/b8BoX"
-    "0qiQxoQ0IqTJ9YyeRpLiiLR7RDqi+4BR2GoUdnqnP12/2p+uDptUoIMyHnkUfdr4FFDGJcdGH7dnZ1+Ixg/b044D"
-    "8TFgCcWedjw4mzJPhZT5nE3pD+1vC2WUpbiYMt9llP5ie1p847gqmSQ7WorELmVNi0dafOJ5y7NJ+dqlfu1SwLT4"
-    "tot3u/j/bz/97NaL8X4azrXBUhts5Z8UN//prPD6sxUr3188KGx5Zo94/P4365+9x/PLU0NpYfD6cH/85On6/d9+"
-    "be2LrSeFDxPPb3/U/av6lwbeaP9o+BFhx/dOPTycc65eCHzr1XDRRWHehy9vyjvw5yz+NeGD82tqXhCG48u3PVL0"
-    "cT32u98NXf74wJI22aifKXrq2Nrr+0nqZn3n3deiRw6S+oXYA6f2/eA5+RDPfPfWG2eF6h+uuB7f+Jh8ubx//nHv"
-    "gKA/19OkPYOfe+RvCx8afFrGvPHbPBAYXlRxJIsHObn/H29FljX9/II8a3DLp0+cvE9+K/j28dBzJ+RrO/dsffjN"
-    "ftn/+xM3+xJHBaNu2HmWR1rEl/cJ2P43P1t2Sax5Uj6YPsRUdvaSuqf/sxc7fzEogx1p572DtT/q+f6jwua/Nw8d"
-    "FUJC319qfAUvHBbUUTqx66Lez4sX7jX0j238d+PNv14SvjO48bfvlbcJ1R9c8pyWZ8lDn557/JOTP5Ed7pZPntnW"
-    "K+8r3rw47GUEQ17/a/5qjW9APhy8Wl9087iweuuD/4pUvy8sWHNu2VsfnZH77z16/vIrTwiRCnnoxCtDQmHd6wev"
-    "iuflW1fW77wx46hQ+W75H255rwnPv3Qo0bv6tNz3zt4fH/7nY3Lj7qeuSAtvCGfe5gbKrlyQK9uL951d+LhQHd5x"
-    "IP7Tf3xhUnbRWv1AuKFWPwwWA7X6SbDI1+rHwDHQ0JFRN7aopB0QE5le0g6MiUwvce4gNB4EnRDcQ0cO/oCb6jT+"
-    "gktKu3d0QZkhPEN4JoP3E95PeH8GzxKeJTybwQcIHyB8IIPnCM8RnsvgecLzhOd1/j9tMFKF"
+    "eNrtWn1sFMcVvzt/YC8GY2zc1CYBbDCkHOZub2/XkNSbs72+O9fnO99dwXz1cDAEO/5AhgQcRarkkJAUSEOMCiWF"
+    "0CA5VUnaAlETVVG2+RAVUv+pUvULJaitalorrWiaphFCTffj7fj23Y7Xdu20SXx/7G/m/d6bnZ15b3b2zf0g36H9"
+    "tmypqIs2bEqFW6R4MhxQsEFqq3BXdPbu47kK9xbBXbNtmxuUvqKwCYV8QGFrFJJL41oCEcnEece4aGNjQkom0psd"
+    "IxPhzVImVR9tSSTjgXBLMqNlr9cPKtF4Q7glkJQyVWr0u0ueVDhmehqWyFtNch+RxzP6okgjgUQiFYsmrG3iFjbe"
+    "VDAQiQRSrQ3IjjP6QDToCqbOc26OyFtNch+Rp3eEaMdCYeUm495IV2kORCyUvGYlTJPbxC1uztJGgXdjDbqCaRTS"
+    "5a0mOU/k6R0hUtoopDVIHwXeGCrWchR4iBKFjlvc3JdqjMbrpcxR8LrXIQ26gmkUvG6ByFtNch+Rp3fEa0jjFlIO"
+    "tz0mt2ybs2ybs2y7WYpIFjFcw5roeLTZHL8eHvEbTaOyzm22T26KSWYFjSajXh9tTqcRi1o3seOajmfZhi09JhJZ"
+    "6iSJFWTqY800MjbT4xvTbKVoRErGNynupy656sKcpsRaKtVHpUZFaVd3XzvEPGetpqzkJj2WBU9CmjCbtjduDLdJ"
+    "DbZaSSkeMa1UxjqpreUWA+Uxs5YzpLHIjvWOUcgIqFggrvi/0qHMt6Rf95mxxcl69sZ46/nTeWTLc2mcvqohDSFD"
+    "ATWfroAoo/VUg9QY+GqzeYp5vVutHvPE68PR2mApjkuB+mQ42pL5Noe9RCKpvuvj6iUzRjwWKpZTmK5i34htG222"
+    "bVCCfYPUHK0PJzN3Tiyr+2mbeZQUq21OfdPmcAF+PMlfFthlT9E+B+xyp2g/B+zypmgPm1YHM0X7uWBXMEX7eWA3"
+    "f4r2e7rbe9v7mQnDvX0dA15GvbLa1addOe3q1668dhWgP44sNEH56IELARci/cliVHFHJqq85JmYWoqppTq1VKeW"
+    "JNanllXQapxe4/Qar9d4tRbwqxXlqpSDajGoSQVNKqjlkFoMKSVtLFIHGB0HAPfs7tTHBxgWGJYwPmB8wPgIwwHD"
+    "AcMRxg+MHxg/YXhgeGB4wgjACMAIKoMDFgcgDigcINjhsQNjhzR+n/R9Db9aAFiE/KwYsMQxPb/Py/Ph/hvtLwIs"
+    "AyyfJnu75/wC4G2AX0TtrARcBXgn4JcA1wJ6AL2ArM380uaRNl9285KN7BdM8/i70H1yJ+i/dv5HG9fVgBygH5AH"
+    "FCZ4f7t4mun4MfyrFPmX4W+3Ay4GXAJ4x2ek/8UUPytFfrYYtXcHam8p4DLACsBKwOWAKwCrkB+5AdcAVgP6bPxs"
+    "suvzZNdtmj5tPmn6tPmkzT+tfdo6Q2sfr2d5qF28fn3a/Rn7A/YLJ3o+J3q+bMq+Nmea3vcTfZ/jOLR7D850nK5E"
+    "cbmWErcsilv83l0PeBdgDeA6wFpAEfBuwC9T3m/YnwtmaH86Xe0IlOfG44Kfm9ZeCWU/Qesv1p/wBx8TZWJMnfqJ"
+    "pX5YqZ9TylcUE1Q+mpgQs3dPf2fvfUxHf+eDO1VtZvxLV19n774pXnf19e/YqV8d/6Ofi4LZlDXXhebMhXzWhXzX"
+    "hXzYhebMRVmz8Z5zpr59nDbjYKefRYll7NtTledS9OZQ7PKm6b4z1R/aOOdQ6tg+Z4L1uTb1Ikp9PsK5NvUShEU2"
+    "dYeN32VNcC3OneC451Pe4fhdbrfnwXsfuz0Q3gsUz87/7PynJX1p67LB262/tD2vYZ9N2QMbfC5lT+yy7OcNcRZn"
+    "Emd/s7+ZXc/wujbZ9Q2vc0WfkfEupKzDC1DdgZ4b5yTw/t1Bee870fswC+kvoqzvpWg9d6BcQjbSvw2t6w6Ua8hB"
+    "+mWUXHM5kjtRbmIO0r8dyZ0od4G/wZcguRPlNvKR/jIkd6LcB4P0K5HciXIjc5H+CiR3otxJAdJfieROlGufh/Tv"
+    "RHInysXjXMdqJHeiXA323zVI7kS5HpxbWEvxdw8lzr2UOGBRHDhQ7mgh0udQfDhQTrgY6fOUfaSA5E6Uk1mE9Nch"
+    "uRPlbKYrN/RJnRH+v/ezp68HDtsNbIIj9h7AJjhY7wFsguP0HsAmOETvAWyCo/MewCY4MO8BbGKiqb2dB7TrgHrt"
+    "0spdA0xMk8c0eUyTxzR5nSav0+R1mrxOk0usT2N0hHoX1DWeA54DngOeA54HngeeB57X+IBfozXQa116TeGCGhXU"
+    "mKBGBHUbQbcRdBtBtxE0LqRRIY0JaURIk+sZPY0kxTFp15h0TPd+o7DDKHR7Zj9dP9+frg6bVKCDMh45FH3a+ORR"
+    "xiXLRh+3Z2efj8YP29OOA/ExYBHFnnY8OJ8yT/mU+ZxP6Q/tbwsllKW4kDLfJZT+YntafOO4KpomO1qKxC5lTYtH"
+    "WnziecuxSfnapX7tUsC0+LaLd7v4/28//ezWi8l+Gi60wWIbbBaeCGz/01nxtWfL1r6zfFhsf2Zv4Ph9b9Q+e7f7"
+    "l6dGesTh66OD8ZOnaw98/dWNLzafFN9LPL/rEeZXtS8Nvd76/ujD4u5vnXpoNOtcrej/2k/CBRfFRe+9vC3n4J8z"
+    "+FfFd89vqHpBHI2v3vlwwQe12O9+N3L5g4MrWmSjfqbgyac3Xj9AUjebO+66Fj16iNQvxO4/tf87z8mHBfabt14/"
+    "K1Z+d831+NZH5culg4uPe4ZE/bmeIu0Z/MKjf1v64PBTMuaN3/Yh/+iysqMZPMjJ/f94K7Kq4acX5HnD7R89fvJe"
+    "+c3gW8dDz52Qr3Xv3fHQG4Oy7/cnbg4kjolG3bBzr440BV7eL2L73/x41aVA1RPyoZ7DbHlHP6m7Bz9+seNnwzLY"
+    "kXbePlT9vb5vPyJu/3vjyDExJA78pcqb98IRUR2lE70X9X5evHCPof/01n/X3/zrJfEbw1t/+3Zpi1j57iX3aXme"
+    "PPLRucc+PPlD2cE0ffjMzn55f+H25WEPKxry2l8LV6u8Q/KR4NXagpvHxfU7HvhXpPIdccmGc6vefP+MPHjPsfOX"
+    "X3lcjJTJIydeGRHza147dDVwXr51ZXP3jTnHxPJflP7hluea+PxLhxP960/LAz/f9/0j/3xUrt/z5BVp6Q3xzFv8"
+    "UMmVC3J5a+H+s0sfEyvDuw/Gf/SPT03KLlqtHwjXVeuHwQF/tX4SHBCq9WPgGGjoyKobW1TSDoiJTC9pB8ZEppd4"
+    "JgiNB0EnBPfQkYc/4KY6jL/gktKe3Z1QZgnPEp5N432E9xHel8ZzhOcIz6XxfsL7Ce9P43nC84Tn03iB8ALhBZ3/"
+    "D8mvbDU="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -104,6 +105,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "673a6c7a5a331c32323426baa94ad02dc139b58d5a37f165dd16811c7199e2fc"
+BODY_HASH = "4c221ba2df71da54324ee4457204f905a2b333d09275b230ea479640889b710f"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -52,24 +52,24 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1372 characters of compressed tables (grows with the number of elements).
+# 1396 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq1V0tz0zAQTtO0QHg/TlyYKRwzTKy4mXBqTaKAmSRObAMpnY6n9JkCLVMKQ34AZ/4B/4IZbvBTuHPhyA0Ua/3Q"
-    "WoqSlOrglfb7drVeSyv5djEXtvX1pYdOYy2wO9T1bYvJBu0vlZYGhydVc6m0Tkq1jY0SkDpWm3oMfM/QGgMNI8Gc"
-    "ZtOjvpc2TUDPfkGzUN3peL5r2R0/47nyABiO27A7lk8zjGU+Ny0HdleIl8T6nqCvxHo3EwnTti3PC7qOJ7dxJTZG"
-    "8Mhqt62g10B2Rgkz1AQheKNkxvqeoK/E+nQgRqTtPrbZJGMn4pSW1ZaQkB8Mx0G5ksmJOgsmYqgJ8iwQnIVqrJcG"
-    "os6CKVLkWSAiCcO1CJZloRI0HbdOZVnADDUBZaES63sKvTQQWXimOjwTMdQEeXim4iOZ0vBMaXjLeA9XYn1PoZfs"
-    "x2XpLm3RNpUUmOqyALtOS4BNDD9PJ6VWEp37a12hvPGlEqe87rTSqCmiyLeAjjUdZ9nHlmUBRJYcjPcxMq2KKLIV"
-    "0LGmCkvqtKnvrrF1NzoIRsdF5p0Qp+7QJuPsvj7aTOc7w2Kni0AzYf0gInxF3axNu08bOpJP3ba4UviU4ekiSVBZ"
-    "RKXfJUSliQ0RaVa7lssWPIsme2bX+NJOiqXUdQLL/YcwsjRICuM1FjGyBOQ9TUBQ5D1o0Kb1tCV+WsJT1SsLWh5r"
-    "ryHTutSq+7bTyV49+Gry/NGtwx09sluiLKFIv12aonei9dHX+lDs7We05dRtP3uFq/L12RdTxIw2ctDmQP6dsuXB"
-    "bn5G+9eDw1dGcfQkOeQKy/3B4d6OwaIuQs+AHol1hOlCj8HHIpdDkG/3B3wWQAggZITgJOCX0uEFkAu58e1/2eMx"
-    "tl8EeU4zv87/pHnRvY8OPw/yAkj4a8ldnDF/+SnzPGkedXGq8ncJ5GWQVzTvVZhy/enwqyCvgbw+Y15Vcd0AeRP5"
-    "wfpZ5ysoKkKqeEBNgDJQPH63vWmET1LcO978MDgZBpydHpGXR9vDYvg4OGKlEp67R8dbO9lnbsKWV8gC4k07nrWa"
-    "4F2hG+fP2D4/oT/Ve+YVq+Gs/UdH1viq+XvldPLsmu79pm0FRR4WFNVwEennUHXFp9J5pJ9D1RfHXUT6uVOeItPy"
-    "+UXjDVw4nsD14g3IJ1ChgneDj0l3GHcPEu0BaEnCJQmXJFwScsNaF7wCuQXyZH/nZLPMSyCABEASgXvsMrQXDM96"
-    "4+QUHzKvuUYsaI7HhSnjzSkWYF4j5zUy2sBPw/Z1RT7G7ed3NF4Zi69+XuWdW6sT6Vm78+lX79uXuz/k/qP2Z8bC"
-    "E813b5Wv2/v8fOULMzsgcC8PtqObedxjN3DokxgnMU44/g+dagOK"
+    "eNq1V81y00gQdozDj3aX/ztVgaNryxorLnNKhD0GsbZlS2LXIZVSGRISh5CkkkDhB+DMG/AWVHGDR+G+F47cYKxp"
+    "/UxrxmMbMgf1qL+ve3paMz2jmlGI2ubmygO3uRE6XeoFjs1kkw5Wyiujw7OatVLeJOX61lYZSP8w1Gfga4bWGWhW"
+    "U6xrd6iAmSnmtlo+Dfys2xT0nac0DzXcrh94ttMNcp6r94Hhek2nawc0x1jlY9NK6PSEuZBE3xf01UTv5SJh2o7t"
+    "+2HP9eU2nsTGDB/anY4d9pvIzixjhpogBG+WrUTfF/TVRJ8NxIy1vUcOG2TqQJzStjsSEvKD4SQoTzI4UWfBQgw1"
+    "QZ4FgrNQS/TSQNRZsESKPAtEJGG4HsOyLFTDlus1qCwLmKEmoCxUE31foZcGIgvPUodnIYaaIA/PUnwkSxqeJQ1v"
+    "Fe/haqLvK/SS/bgq3aVt2qGSAlNbFWDPbQuwheH/skmpl0XnwUZPKG98qSQpb7jtLGqJKPItoFNNp1kOsGVFAJEl"
+    "B5N9jExrIopsBXSqqcKSuh0aeBts3U0OgslxkZsT4jRc2mKcFwdHw2y+cyx2ugg0C9YPIsJX1I3acga0qSMF1OuI"
+    "K4UPGZ0ukgRVRFT6XSJUmtgIkWa1Z3tswbNo8md2nS/ttFhKXaew3H8EI0uTZDBeYxEjT0DeswQExd7DJm3ZT9ri"
+    "pyU8Vf2KoOWx9psyrUftRuC43fzVg68mP5jcOrzJI78lKhKK9NtlKXonWh8DrQ/F3v6Xtt2GE+SvcDW+PgdiipjR"
+    "VgHaEsgfc7Yi2F1Y0P74YHg4PDG4OBgdvjSNyZMUkF8s90aHuzsmm4IBPRN6JNERpos8hm8NLscgj/dGfBRACCBk"
+    "guCM4Bnq8BLI5cL09rvs8Tu2vwjykmZ8nf9Z86Kbjw6/DPIKSPi9KfyxYP6Kc+Z51jzq4lTl70+Qf4G8qplXac71"
+    "p8OvgbwO8saCeVXFdRPkLeQH6xcdr6SoCJniATUByoBxcro9NKMnMXZPhm9GZ+OQs7Nv5NnR9tiIHvtHrG7C88XR"
+    "yfOd/LMwYysqZAnx5n1ftJrgXaF7L56zfXFGf6p5FhWr4bz9x+fX9Kr5be3X5Pk13fzmbSVFHpYV1fAi0i+h6opP"
+    "pctIv4SqL47bQPqlXzxF5uXzi8YruHA8huvFK5CPoUKFp6O3aXecdPdT7T5oScolKZekXBJxo1oXvgT5HOTZ3s7Z"
+    "sMJLIIAEQBKDu+wytBuOz3vjFBQfsqi5RixrjsflOeMtKBZgUSMvaGS8gZ9E7eOa/B23r5/R+9pUfP39Ou/cXp9J"
+    "z9qdd//3P324+0XuP27fFyw88Xj31vm6/Zufr3xh5l8I3MvD7fhmnvTYDRz6JMFJghOO/wR9gBCK"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -83,6 +83,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

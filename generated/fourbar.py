@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "fbcd9f906deac791c6e74e0d55c5c7820839b6a5b58c6c99c397211a76b0e175"
+BODY_HASH = "4d801ceff47daad3fec24df45cd8e2775a9a1fec7481d9a49b591a3a7770e8ea"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -50,27 +50,27 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 7
 
-# 1632 characters of compressed tables (grows with the number of elements).
+# 1648 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrVWE+P20QUd5zddNdtKaV/4LxIiENUJU42CqetYzvgVRIntkuzrFZR2V3U3XabKrRQ3/ox+Axw4MS5SEhIiA/Q"
-    "C4ceuYGgh0oIwXj+2fMyEydpC9o5+D2/3+/NPL+ZeTPJyrqG2+7uRst3dkZezw0iz0LScYcb5Y2jew8a9Y3ybq3c"
-    "3NsrU1LP6rohAh8itIlAs5JifrsdulGYdU3B0PvEnYZsvxdGgeX1oqme603K8APH61mRO8VoNjDDrYy8vhCvye0D"
-    "wV7j9mAqEmTtWmE46vuh3CeQ+FRHH1rdrjUaOMDPZDFwhpogBG+W69w+EOx8SCF43kv/Iw8NMnMgQulYXQmpKpIg"
-    "zIMKJIOb6izUAUNNkGfBhFlocLs0EHUW6iJFngXQD4SbDJZloSZ+QrWc2geCvcbt2V6qzCobulrmcCBx6rhdV7KD"
-    "anUBDvyOuME2AXwzO2STxU/haKcv7F+Si7Yf2G4y8bbfyaIVEQV9C+hM11mew1meQ7knX6jAtWqKMHAW4dnOKl/X"
-    "77pRsINmNql2SU2cyibg2L7bRpzP7o5v0a4achqqoQKvSdcYINKpzBu27Q1dJ48UuUFX+MoGHRMXUUs1rRyVzg5G"
-    "gd8HKQJ8CNK3ArTsUThTy7+6SdKV1gT5vKW4fOYIDnzNzQxGiglg1KYIoPssAUCs95Hjtq0bHXF2TbKtBxXBSrIx"
-    "cGTWwLXsyPN7UylqkHHCKDleg+Sh2soiRTp7WUp+J7l9DHP7UOzxj92Ob3vR9F2lWiGZG4o5Ql57OrkKaUUq/1mw"
-    "rVC/1SX9S9TvzJL++5Nb9+4Y++OH9+8eTozJeP/O4UQD31QC71BaKBOGhc4Uo5VorUSzE81ONCfRnEQ7mBx9cYje"
-    "8JijRwaRMZX3bx+xOBKMajHXEpzEh2CqxExBIJwJmFmYKdYKVC7qv6bN1/6r/g0qz86Js/7XFfhlKq9QeZXKt3O+"
-    "L+87SgvGr8+Zz2XjXXQ+1l+R/zkqz1P5BpUXqHyTyotUvkXlpSW/Z9E4dcB/2e+F8RYU48zbH1wvL5tPGEdhzv3M"
-    "4noHxC2rrIZltAzbcEgp/HR8EBvp43iMjhvJE3Mn2pJNV8gVxbaFn1VYsLzpwF7MiWNV8b4K4oDva4ryooqnqFi+"
-    "K4px4fI77fGzA1+bczsyvlh+f9/6f+XpbcvOX+k1xaNad+uKfW8o1stZxTF9TlEPzoM8aKBcFwH/AsiTBso5LNcX"
-    "QR41UO5XAf+SIs+Xgb0ArhfwGnkV2Auv6frxqvr50nhwu1qhd+8TKrf5bfuEa9vsjn3ClG3DGn1+9Ag/4+R5jPXj"
-    "2GhhewvbW9jewnYb221st7HdxnYH2x1sd7A9ecanvdZqirWvK/CiYm3qOVc5OP6agg/nHvJVVz9dkU+Vfd6zRZ8z"
-    "73nzkDcveTX1zOw9dl0DZ98N3L4DZ9Kv/P2br5P2THFWPXsC3gHvBcBfAPw5eF8D8T3P6Z+2x39v7f60+e3Tp39u"
-    "7b//81f6e78R3vel68z+y+Mfr4Tv/rWlSc9+jfNIf3+w73/C7OTm8AO3W9fIZdi5Rq/BLWpAkt6P7YxGSfjeS4j0"
-    "H4PRAfvPgGvoh3+is/8NMnqc0QmL/XuQqnGqYsq/0VxAmA=="
+    "eNrVWM1vG0UUX68TN9m2lH7CEQUJcbAqf8Uyp3S/DBtsr727bZ1GkZUmqZo0iSPTQn3rn8HfAAdOnIuEhIT4A3rh"
+    "0CM3EPRQCSGYnS/vPM94bbelyh72vX2/35t582bmzdgfLGv42dxcsXxno+e13CDyTCQdt7uSX9k/flitrOQ3y/na"
+    "1laekj5HaIjARwitIbBUGGEts+mqML9eD90oTDY7AkPvjjsO2X4rjALTa0VjLVdqlOEHjtcyI3eMUatihlvoeW1h"
+    "LCVu7wj2MrcHY5Ega9MMw17bD+U+gcSn2PvUbDbNXscBfiUWA2eoCULwpXyF2zuCnXcpBM9baX/moU4mdkQoDbMp"
+    "IRVFEoR5UIGk85I6CxXAUBPkWSjBLFS5XRqIOgsVkSLPAmgHwjUGy7JQFodQzI/sHcFe5vZkK0VmlXVdzHM4kDg1"
+    "3KYr2UHligAHfkPcYKsAvp3sssbip3C00Rb2L8lF3Q9sN554228k0YKIgrYFdKLrJM/uJM+u3JMvVOBaLIkwcBbh"
+    "yc4qX9dvulGwgWY2rnZxTRzLJuDYvltHnHuH/W3aVFVOQzVU4NXoGgNEOpVp3da9ruukkSI3aAqjrNI+cRE1VdPK"
+    "UensYBT4fTJCgA9B2maAlj0KZ2z5F1dJukY1QT5vI1w+cwQHvqXVBEaKCWCUxwig+SQBQKz1nuPWzZsNcXZLZFt3"
+    "CoKVZKPjyKyBa9qR57fGUlQl/YRRfLwG8Uu1lUWKdPaSlPRGUtvoprah2OO33IZve9H4XaVYIJnrijlCXls6uSZp"
+    "WSr/nfFZoH6Lc/rnqN+ZOf1PDrePtweGIHYG28cPjJ3+o5PDvYEx6O882BtoYJw58A2libJjmOicMaxYs2LNjjU7"
+    "1pxYc2Jtd7D/5R76wn32HhtEDqk8ub/P4ogxqg25FuMkPgRTZcgUBMLZgdmG2WNPhspZ/Ze06Z7/q32DyrNT4qz9"
+    "ZQV+hcqrVF6j8r2U8aWNIzdj/PqU+Zw33lnnY/k1+Z+j8jyV71B5gcp3qbxI5SUqL885nlnj1AH/VccL480o+pm2"
+    "PbheXjWfMI7MlPuZxfU+iFtWWQ3TsAzbcEgpvNvfHRqj10EfHUGSN+YOtDkfXSEXFNsWDiszY3nTgT2bEsei4nsR"
+    "xAG/lxTlRRVPVrF8FxT9wuV32uNnlwBtyu3I+GL5/WPt7crT+8w7f7k3FI9q3S0r9r2hWC9nFcf0OUU9OA/yoIFy"
+    "nQX8CyBPGijnsFxfBHnUQLlfBPzLijxfAfYMuF7Aa+Q1YM+8oevH62rnK+Ph/WKB3r2PqFznt+0jrq2zO/YRU9YN"
+    "s/fF/mP8HsbvA6wfDA0L2y1st7DdwnYb221st7HdxnYH2x1sd7A9fg9Pe63VFGtfV+BZxdrUU65ysP8lBR/OPeSr"
+    "rn66Ip8q+7Rniz5l3tPmIW1e0mrqmcl77IYGzr6b+PkenEm/8e9vv4mf54qz6vlT8A14LwH+EuAvwPcSiO9FSvv0"
+    "efLP2ubPq989e/bX2s7Hv3ytf/Q74f2Qu8Hsvz756Wr44d9rmvTs1ziPtPcnG/9TZic3hx+53bxOLsPOdXoNtqgB"
+    "SXo/thMaJeF7LyHSfwx6u+w/A66hH/6xzv43SOjDhE5Y7N+DkTocqZjyHxZyUB4="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -84,6 +84,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

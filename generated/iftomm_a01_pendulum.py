@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d6261ec1e04ad5ed3796ccff1c22dfb91ad66afebf1a3b43ad2dc06bf2f36c48"
+BODY_HASH = "748ed5f574cd6508b40cd7d43538b8d3eb4acaccaa768d69b6acb9650ed4be7e"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"
@@ -49,18 +49,19 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 1
 
-# 864 characters of compressed tables (grows with the number of elements).
+# 888 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNqdVd1u0zAUbrfBpLwEUrmtUJN2Y1whkzgQKYkbx0BKVVmFsqqlW6V1oPUBeA0egWsueR9ueAOwEyepE+dH9UVO"
-    "dL7v/Pmck/w878RnOu29QtaEOj7ExAFMWjDq9Xur2/vLUa8/1ftXs1lfkHzgwZCBXxl6xcBRDiHbDiEJDy1zMHQ+"
-    "wDJkIj8kGDg+KTl+LggIW44PCCwR9GHMgAPqjKVs9UwfSHoj0+NSIkzrgTCkYxSqbbDCRqevgecBGlhVdnoxt4tM"
-    "H1TwlXHGbxwaUBapOlBCcYHXTKqEVUUaxRKGmV5ZgqEswVD6dqEHFa03DAnGyJUbf1mA3x+WM+zL1mQylgYvSd9G"
-    "2IS8cSZyD9GBjBZ8S2itaZ1lVGcZqS2zQSuYGjJasJVQddQUVEeFyIMET9jE8BXli1z2LnNMBG3Gud5s5wlrpGax"
-    "vZdohpirAlF0sSmq7UTQaiIRiL3DGkciZLz4lReUocobilFlT2JE2Y8xwGzgWTalwb9IPnr5tis957DafQzXWCbf"
-    "iEZCjXM1RC1og7eu3Nfk1xEM5GYnSkulxRCYxEF+6XJexHBI+L8A80fV9soUZdsOKc1OGn1EjT4q1voddJHpkPJv"
-    "VU8mIZJviBnNOuL8O/LczHe71MeJkJvV7RfmnEP0QYvFvlM43Y76NOm7hVinQp4J+ejION2Wdo+FPG/IL5W8eo1f"
-    "iLa8m39b3e8p13zcLvbaesu6o11v7z597rSsugo/aZl92jVZ+/dlvWx/mvJt24WTCvy0Is5ZS7/xLN7E/aC71UP6"
-    "shcv61SzFpqNtmQTvMzHt3tkQe3s2154znvy/U/w68fT3032vJpnvPpkKelCrCVd/AeaZaie"
+    "eNqdVU1u00AUTtJCJV8CKWwjFDtpKStk7HGxsD3x2IBDFI0CoVFCmlRJQc0Beo2egyVrrsKGG8CMPf4Ze/yjzMLP"
+    "et/3/ua9Z/8+a4VnMum+gfoYmw5AvqkSqYOg2+suN3cXw25vIvcup9MeI70jqEfA7wS9pKCSYo5qgyw2TCFoGB7w"
+    "vazXFPTMT6AIadDxfKSajl9w/JIRINJNR/VBgSAPQgboY3PEVSInepfTK4keFRIhWlv1PDyCntgGCWxkfKXatopd"
+    "vcxOzud2nujdEr4wzuitiV1MIpUHiiiWateTSmFRkUq+hEGiF5agCEtQhL4tYANB6xWFgxG0+MZf5OCP2XIGPd7a"
+    "H4+4wYvSNyDSAG2cBq0s2ufRnG8OrTStsgyqLAOxZTJoOVOFR3O2HCqOGoPiqADawEdjMjF0RekiF73zHA0Cg3Cu"
+    "19tZxBqKWWTvOZrC5ipHZF2si2qYAdDrSD5AdrbGIQsZLn7pBSWo8IZCVNiTEBH2Y6QiMvAkm8Lgn0cfvXTbhZ5T"
+    "WOw+hCsso29ELaHCuRjCOjDU9xbf1+i34vb5ZkdKXaRFQNV8EzqFy3kVwp5P/wWIPsq2l6cI25al1Dup9RHU+ihZ"
+    "6w/AgprpF3+rcjQJAX9DxGjaYuffked2PdvMdvh2SyLdzPb72F+HyfVy840EohC+l0JxaOVOuyU+dfp2LtYJk6dM"
+    "PjkyTruh3VMmz2ryiyWtXqIXIi12sx/LuwOmms/b+UFa0fuTrre7L19bDasuwzsNs487yGv/vq6WzU9dvk270CnB"
+    "T0rinDb0G87iTdgPvF/exy8H9rKKNSumWUsLMsGLdHzbRxbUzL7phae8Zw9/3J+Pz3/V2dNqXtDqo6XEc7aWeP4f"
+    "Bf+1ng=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -74,6 +75,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a4bb96dd947c81a4e5a12e35657fe1892fbe2d246f5e44717d3180f4a5a7206f"
+BODY_HASH = "15e10097288db600374e67fcb151e3e995555153ca8a95f61c3338c27f1bdc1b"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"
@@ -50,32 +50,32 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 11
 
-# 2076 characters of compressed tables (grows with the number of elements).
+# 2092 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWVtTGzcUXhsbjLk0SdPm0jQJ0HspY8mGkie6sdetGZvF601ryjAeSm7QEBiadPAP6N/ov+hM39KfwntfmD61"
-    "04dWuzray/Eer3ENdDJoBh/pfN+RtNLR5Yg/Mpqb1ten75ultVZlxbDsii5kyWhOz05vP3+xUJieXZ+fXdzYmAXS"
-    "il4zGgJ8KdBFAeYDmFkuNwy7ETT1wUblW6MTKporDdvSKyt2R8337gHDtEqVFd02OhhsfsGlGLlWZTXUYe7p6yF9"
-    "3tNbHV0R2preaLRWzUa0jRVhw1pf6rWa3qqXkF1e9cFj0IRQ5/OzBU9fD+nznj7YEU+7+lVFNNK1IUmp6rUIEguT"
-    "MOx1yoponFOjUFB2nBiFACE0CkF9PaRf8PTBjnhsahQCFdKjUFBDxSNHoQALQcBWRON57IV5T18n9BEelY/0s6pR"
-    "MyLWCCsshHDLrIbXEIa/CX4P+1x9L+D22qoRJrhw2bSKhjO5RbMahHNhFNUeQruadrNsdrNsRlt6zohMOQ/DyDgM"
-    "dzembA2zZtjWmnAcZ0tzNr7gcBaiSEXTKAvS42d7m1DXYjRN7JQhHiuAJyEmzGZsw+VK0yjFsmzDqoW+dBFadTdL"
-    "nZpaD42cIRdFdmzeh7CjSmhVt4T/iw51nkJ52Sd/9UfPno9Hz5/EkW2hEMDktoEY8x0EVH2QgCBVe6tklPUH1fAU"
-    "F+Rw1XPhiZfV1UuRasvQi3bFXOncLGCQGrZzmFrOD7Wmw5TIKQxS4iuJraMZWwex2L82qmaxYnfeTNii3Pya4VES"
-    "VhsapATIf06YkmA31Kd9CuzSfdoPg91In/Zw8dNG+7TfOth8/n0u6womBc9u7b3cf/bogKkM19AoDaNWxxEeJ/Wc"
-    "mLys+GXil7l55ua5m+dO/n6u5SKudMoMyswrcyhLPocyd8vyw1qHWci0VWb/6TZ8rgKZApkPcgVyBXIJwtA4sMq2"
-    "/WyAwn0K9yluLdhpsRNip8JOgid90PVlQY6h6Z0AOan1l16X/p2U32t/3wB5CeRlkFdAvgnyKsi3Bjy+GrJPDXh8"
-    "TtsPqPoH5U/9zs95t/82yGsgr4O8AfImyHdA3gL5LsjbIO+AvAtyCuQ0yBmQ74F8P2ZeqO+n/OGkfGocqfmI42dQ"
-    "++P/k/nFx3OCKKeI9f26+dsHID8E+RHIj0F+AvJTNE5pNI/4fMX1Jgl9itAPE/oMoT+vc7NXOdaj7O2SKe6D4hoo"
-    "bn/ulc+957mXO/dGl31ysPnj9ot2C+oKFVm4GCCrNpCCf7f3sJ2N+tnZEzFHT7+P9w62HlG/2imlJCFTxImXRJ6Q"
-    "RJ6QRJ6QJG5Q/7V80htYgvB8SvYaeGC7NJIZYrzGiHK6x/IkUc7ElPvdAfBOMEJ83yixQ2SJlTxO7BwTF+N7JuOr"
-    "wnYNlfHzR3JANwOZjpdeb3mRBpXSZ7xezjtliX1kDJU1tK7x+TZBRMqTSJ9AN/MhxL9ErO/LRER/BekT6GaPI/qr"
-    "SJ8gIl0NRQLDiH8N+YGGIoURxL9BvFTcRPoEiizwDf4W0idQ5IHn8zbSJ1Bkgv3wLjH/U2j+NRTJYL+YQX6hoUhn"
-    "AvHjIu2zemk763bhTXdXPe4uq4fcXZVZVq+3uyqz7D/X7vrZZf+FdtfPLougpPXD9qEUbVfsyNKOKDGJMYkxiTGJ"
-    "cYlxiXGJcRdz4hsXhYzS7CiNw2GKwxSHKQ7zOVxxuOJwxYG2uOJwxeGKw4HzpHUo/toXl7fTvbxpxGaeJJ4hqP5n"
-    "eny+HSU2o2TMM1qasI971h4int8mCfu4ZzZsj793gjgksb+O9cmLC07jgtAU8d2UP8b5Z5y/xvlvnD/H+Xecv8f5"
-    "f/R6OF564KZflgZTxunolRYZzFC49kV3/GjphPjSYO3F5eOn3+u//jzzG+Zd/6xk/z31FwpusF59H9YfEUHRn4Qe"
-    "9+v4VX96Kgjr1Ou5OXj909kcPPzpfA7e/JyTU+Eyrx7/nPNS8WU+gPAAwue8t0jnbPRq5gFE/V+59dD7z7Kf3X+6"
-    "rQrMpzCfwoIU7lO4T+GK4v2nOVhoBwshIg8SeZAINf4LuymMXw=="
+    "eNrtWVtTI0UUnoQEQri4u67uxXV3Ae8ile4MyD7hbDLRYC5kMqtBippC9gZyK9y1yA/wb/gvrPJt/Sm8+8Kjlg/a"
+    "M3N6LidzMiEGsLboKnK6z/ed7p7u05fTTI4qTlpbm35YL65a5ZpumGVNyKLemp6d3tp7saBOz67Nzy6ur88C6WuB"
+    "NgX4UqCLAsyrPlbTqnoIC9jVS6WmbjaD1fpgs/yd3gkV6rWmaWjlmtlR84MHwKgbxXJNM/UOBptfcCh6ziqvhD6G"
+    "e/pGSJ/39EZHV4S2qjWb1kq9GW1jRNgw60utWtWsRhHZ5WUfPAZNCHU+P6t6+kZIn/f0wY542pWvyqKRrg25lIpW"
+    "jSCxMAnDXqeMiMY5NQqqtOPEKAQIoVEI6hsh/YKnD3bEY1OjEKiQHgVVDhWPHAUVFomAjYjG89gL856+QegjPCof"
+    "6WcVvapHrBGmLoRwo14JryEMfxv8Hva5/F7AzdUVPUxw4FLdKOj25BbqlSCcC6Oo9hDa1bSbZaubZSva0nNGZMp5"
+    "GEbGYbi7MWWr16u6aawKx7G3NHvjCw6nGkUq1PWSID3d2d+AuhajaWKnDPGYCp6EmDCbsQ2Xyi29GMsydaMa+tJF"
+    "aNXZLDVqaj00coYcFNmxeR/CjupCK5oh/F90qPMUyrt98ld/9Oz5ePT8uTiyVdUA5m4biDHfQUDVBwkIkrVbRb2k"
+    "PaqEp1h1h6uRC0+8W12jGKk2dK1gluu1zs0CBqlp2oepYf9QazpMiZzCICW+ktg6WrF1EIv9G71SL5TNzpsJW3Q3"
+    "v1Z4lITVugIpAfKfU6Yk2A31aZ8Cu3Sf9sNgN9KnfQbsRvu0P9jZ2Ns4zHYRm4cbez/kso5gruDZzf2XBztPDpnM"
+    "cAWN4zDq1zjC46SWE9ObFb9M/DInz5w8d/Lczj/MWQ7iSLvMoMy8Moeyy+dQ5k7Z/TDrKAuZtswcPN+Cz5UgkyDz"
+    "QS5BLkHugjA0NiyzbT8boHCfwn2KUwt2a+ym2O2wG2G3GHR9WZBjaHonQE4q/aXXpX+n5ffa3zdAXgF5FeQ1kG+C"
+    "vA7yrQGPr4LsUwMen7P2A6r+QflTv/Nz0e2/DfIGyJsgb4G8DfIdkHdAvgvyLsh7IO+DnAI5DXIG5Hsg34+ZF+r7"
+    "KX84LZ8aR2o+4vgZ1P74/2R+8fGcIMopYn2/bv72AcgPQX4E8mOQn4D8FI1TGs0jPl9xvUlCnyL0w4Q+Q+gv6tzs"
+    "VY71KHu7ZIr7oLgGitufc+Vz7nnO5c650WWfHW78tPWibUFdoSILFwNk2QZS8O/3H7ezUT/b+yIq6en36f7h5hPq"
+    "VzmjlCRkijjxksgTksgTksgTksQN6r+WT3sDSxCeT8leAw9sl0YyQ4zXGFFO91ieJMqZmHK/OwDeCUaI7xsldogs"
+    "sZLHiZ1j4nJ8z2V8ZWCvoDJ+IEkO6GbgppOl11tepkGl9Dmvl4tOWWIfGUNlBa1rfL5NEJHyJNIn0M18CPGvEOv7"
+    "KhHRX0P6BLrZ44j+OtIniEhXQZHAMOLfQH6goEhhBPFvES8Vt5E+gSILfIO/g/QJFHng+byL9AkUmWA/vE/M/xSa"
+    "fwVFMtgvZpBfKCjSmUD8uEj7vF7azrtdeNPdlY+7y/Ihd1dmluXr7a7MLPvPtbt+dtl/od31s8siKLF+3DpyRdsR"
+    "225pW5SYizEXYy7GXIy7GHcx7mLcwez4xkEhIzXbUmNzmOQwyWGSw3wOlxwuOVxyoC0uOVxyuORw4DyzjsRf+/Ly"
+    "draXN4XYzJPEMwTV/0yPz7ejxGaUjHlGSxP2cc/aQ8Tz2yRhH/fMhu3x904QhyT217E+eXHBaVwQmiK+m/LHOP+M"
+    "89c4/43z5zj/jvP3OP+PXg8nS4+c9OvSYMo4Hb9SIoMZCle+6I4fL50SXxqsvbh8/PxH47dfZn7HvJufFc2/p/5C"
+    "wQ3Wy+/D+mMiKPqT0ON+nbzqT08FYZ16LTcHr38am4OHP43PwZuffXJK3M3Lxz/7vJR8Nx9AeADhc95bpH02ejXz"
+    "ACL/r2w99v6z7GcPnm/JAvMpzKewIIX7FO5TuKR4/2kOFtrBQojIg0QeJEKN/wJyqZ/7"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -89,6 +89,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

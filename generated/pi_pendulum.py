@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ccd566fa8378d6fdf3eaa7285a2f467897c102036640ed16dafa4f65b70e1512"
+BODY_HASH = "a1864889cb117e8fc3f2ecad8c6377f53fdab59d8a9ad82fd05e628690b2e761"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
@@ -50,21 +50,21 @@ N_STATES = 1
 STATE_NAMES = ("e_int", )
 N_REACTIONS = 1
 
-# 1076 characters of compressed tables (grows with the number of elements).
+# 1096 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNqlVs1y0zAQdhOgxfAA3BjChUNgYif05wJ1YwXMxHFiu+DQyWha0pY0FHdC6DQPwGtw5w24lZfgIRguvXMA2ZJd"
-    "S17/ZNBB6+z3rXa9u9r425oUrr292o6lD7HRQ7ZraETqyKvVa5OP8/VWrb6n1DdHozoj9TQTOQT8TNBNAjavIavT"
-    "cZDrJC2vQcd4i9JQ2+o5rq0ZPTd1sLLBGJatGz3NRWnGVshADWz0uXDVWD/g9M1Yb6ciIVpTcxzctxzYxgZsFPxC"
-    "M00ND/SUnSowsglC8K1YDwavgMEruP/SIE5yHVFKVzMBknCOCMdBQVlQxVdoxvpBhh48BTq7iTuW3UZQhkVGEcHL"
-    "JgjxP431YPxNMH6i9eDToffqIhMBTa9ucLBtdXlYFeA3yRdq1XnYHfa5K0eLGOezbXXTFzJGhbM5NNc0z9LLs/Rg"
-    "y/iGCaYqjwq2HJprmmGJLBO59pD0TDCcghFWxGlbqEM4Rx/8/WS+Uywy8TiayvpKILIqFnntGB7Si0gusk2+U6jL"
-    "cOIBCWrwqJChBCrYJU4VbCjS12zS8CSaVONvrFNCPMXAkl3DYNEoLFi2EhCdfWAPJglgH1KCeOUohHXU0Xa7fF0V"
-    "GtSgwWlpIgY6pLWR1nYNq5fKDv2jc9zgX9AOtvR1aAAUsG5JCpwKjgHmIsHwCgPx4Dheo67VNtz0F4VKx6/HZ4g4"
-    "Ht2g3yvSTSb/LrkO9mfMUqoyeTY59+ckIpk+KCPCwRdysC/C/ez9RHQbrRUmKxK8yuLi71tMrjLJPtOk2/95fpZd"
-    "VcCj95WZvFNgXynwF627BXFXS/oRcVImWj75eLZ/PpkvcKA59ef+7MAfL+QTn3SWfOTP3h3SPSvALEeVJRNZKZBS"
-    "SbxsAqL+5tGr5/my/FopWWBJaGDRfjXjnLUMP2UbXtRPz+TpWJ5OZHJ58ezwKLzIp+H+inYK/jS5iJ8W0dNJrDtZ"
-    "yMdkDBzjRVHupYxLUFTb/Nw+26byEZM72/ce6+6fB78uoxruhutnRi2vLkXN/S+/B9+/PvyxbA+ECXlCUie+QDgo"
-    "8ZiOSiaDfI8jwj/oSf74"
+    "eNqlVs1y0zAQdlOgxfAA3BjChUNgYie05QJ1YwUMcZzYLrh0MpqUtCX9cyaETvMAvAbPwa0ceAUeguHSOweQLdmx"
+    "5PVPBx28zn7frla7q3V+rErh2t2tbln6Dja6yHYNjUgdedVadXw2W2tWa7tKbWMwqDHSG4I6BPxM0A0Cri2grmai"
+    "JNRYQFa77SDXSTpdgI7xHqWhltV1XFszum7KsbLOGJatG13NRWnGs5CB6tjocSdRY32f0zdivZ2KhGhNzXFwz3Jg"
+    "GxuwUfBLzTQ13NdTdqrAyCYIwTdjPRi8Agav4N4rg2ySuxGldDQTIAl+RDgOCsqCKh6hEev7GXrQC+S7gduW3UJQ"
+    "hkVGEcHLJgjxP431YPwNMH6i9WDv0Lk6yERA06vrHGxbHR5WBfhd8kDNGg+7Oz3uytEixvlsWZ30hYxRwTeH5prm"
+    "WXp5lh5sGd8wwVTlUcGWQ3NNMyyRZSLX3iE9EwynYIQVcVoWahPOwYk/TOY7xSITj6OprK8EIqti0a5tw0N6EclF"
+    "tsl3Ct0ynHhAguo8KmQogQp2Ca+CDUV6mk0ankSTavx1+olZTDGwZAsYLBqFBctmAqKzD+zBJAHsQ0oQrxyFsI7a"
+    "2naHr6tCg+rXOS1NRF+HtDbSWq5hdVPZoR86xw2+gnbwSF+HOkAB65akwKngGGAuEgyvMBAPjuMt6lgtw03/o1Dp"
+    "+PX4DJGNBzfoXxnpJpN/r7kmJ8Oz4XRvOGX20jKTk/G5PyNxyfRFGRAOvpCD5zx8Tj6Oxc2jtcRkRYJXWVz8fYvJ"
+    "FSbZ/zjp9n/6z7JbFvDovDKTdwrsKwX7RetuQdzLJfcRcVImWj75cDo8H8/mONCc+jN/uueP5vKRT/pLPvCnH/bp"
+    "MyvArI0q10xkpUBKJfGyCYi6nEevXuTL8mupZIEloYFF+5UMP6sZ+5RteFF/PJGPR/LxWCaXF0/3D8KLfBo+X9NO"
+    "wZ/GF/HbPHo7inVHc/mQjIFDPC/KvZRxCYpqm5/b55tUPmJya/PeY9398+DXZVTD7XD9zKjl1aWouf/ld//b14ff"
+    "r9sDYUKekNSJBwgHJR7RUclkkO9RRPgHeXgJUA=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -78,6 +78,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e2a2cbbc97f8efd03310b07161cf99ae720a14628921856e621fe3ca71336134"
+BODY_HASH = "33f11e75c9748ab25c70db616ce7cd7d67e0c781ae8833cbfeb4b24f7f059867"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -50,32 +50,32 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 15
 
-# 2076 characters of compressed tables (grows with the number of elements).
+# 2092 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWl9z20QQN44dO7LjpCW0UKCFlP+YYv1P4YEaWwEzdhzLLiRkMppASWNIk0wJTPIB+Bp8C2Z4g4/Sd14YnngD"
-    "WVqf7ta3UURCU6e5mdzPu7+91Wlv76TT5a98Kihra/Mft+urXmPJcXuNqo91Z2W+PN/f2beM+fLaQnlhfb0MRkvV"
-    "ltP1yR98dsEnDTvi2ouLXafX5ZtGZLfxpTNK1dpL3Z5bbSz1RjxrFRtM2m69sVTtOaSJU/Eay0KPNabvCHqd6d2R"
-    "vvjaVrXb9ZbbXXkbV9JG9T6ptlpVr1NH7dRhH5gFbSB0Xi0bTN8R9DrT8x1Rh9rlTxv+RY68UGjSrLYkRsgPplmn"
-    "XMnFNSoK9rCdRkSBMxCiwOs7gt5ier4j9lBLRYFzSEfBHoZKk0bBhpng067k4jrOQp3pO4ReklG6NM+aTsuRTRL9"
-    "tsC77abAq7qJ+C/4G9KM4Q0D31tddkSDgF5suzVnMLq1dpOnKyKLvAvskU2ParlyVMsVeUuWjaipjmjUWKSPbky1"
-    "ddotp+eu+pkzWNQGSx8/XSyZUa3tLPpGm9u7G+BLk5v5a6Vgp1qQSsgSRjP2wouNFacea9Vz3JZwpxpcNVgtq9TQ"
-    "MlY6QgGL2kGyBdRIogbUctX1J4DfoZGJYIfzIJr98sGLePnwhTxqa/FcuGwgi4URA+SeN0DU0LtXdxard5viCId3"
-    "1akISghGpy5Vu0611mu0l8i1otsbPEvdQUXNaNFEOoC8SbyTWB8rsT6Iqf6502zXGr3RNxPNDJe+FTFKfqv1FJRn"
-    "AP9JWC7aj3f77f7OdxVlUKtBrQW1HtRGUJtBbQW1PbzcBOAk4BRgEXAG8DLgc6jdf8VBJ7y9/k7FT14lEtRIUHlG"
-    "5RmNZzSe0XlG5xmDZwyeMXnG5BmLZyyesXnG9pkg+t6BEuIh4N5WPxwRYFRgVMZowGjAaIzRgdGB0RljAGMAYzDG"
-    "BMYExmSMBYwFjMUYGxgbGHvA4GQ8azmNsicDmEXZmwPMo2xWAAsou6cBSyjbZwEvoex/FnAOzYYrgFdTp1su7v94"
-    "8cBxoOzj/MddJzWm4/E84AuA1wBfBHwJ8OWn5P4y6D7wfY07n3T9SDrOScc/aV4kzZekeZQ0v9JE3PPovoqov+d9"
-    "HuE8w/mWJt7+MkQ8cFxwfM5b/K4D3gB8BfBVwHnAm4CvAb4O+Abgm4BvAb4N+A7gu4BlwPcAbwG+D1gBVAE1QB3Q"
-    "ADQBLcDhdmIB8DbgB4AfovzAz+0cGrcCGqcUMc7jph/X97nZE+LMCTHh5jbaUEYbyGjDGG0Qow1htAGMNnzRBk+5"
-    "/3Djx/7+oRf2g5dUQdIESRckQ5BMQbIEyf5q996hcozq293+zn6CenP34dffHL9OPSElTWAGyZNIziNZQXIRyfip"
-    "PYv68bjl0949JsWTfuOh/GYJOYvGDct5tOphuYDGEcsltApi+RJaDbE8h1bFOWLX+3+/BeWIuEwRTwmFiFOReHpM"
-    "E3HDq/LF+J7v8cWfph/3235Y/vzo6caLclblrOffk1bSxDowQXxNzRLrxSThD7/PYfsJwv8EYZ8h/GcI+yzhP0vY"
-    "TxL+Jwn7HOE/R9jnCf95wn6K8D9F2CuEf4WwLxD+C4R9kfBfJOynCf/ThH2J8F8i7GcI/zOE/bjv2se9/8H++0G4"
-    "Df8s2tN73/cPBCk8uPS2NrY3w18Pop+7m5vKfe/A/zu8eF0936+rKeLxkSb4CWJ5TxNxoA4b84Q9dWiSJz525ohD"
-    "hQJhjw8bFOLjaYmwn0F5he2pQxY8necIe+rQBU/7q4Q9dQiTJeZbiZgnp9U+6TYo6eeUTAxmY3AyBnMxmI/BqRhU"
-    "YrAQg8UYnI7BUgzGfWQebrvuBuUXYvv1CPSPfsPMjZ/+6Pz6883fRTtc/ib0mTtyfZHQXyb0Vwj9NUJ//c5527ax"
-    "V4Nb0bFBcAQglbmDAanMHRdIZe4QQSpzRwtSmTtwkMrcMYRUtuFfz7x7w38+Y7/2tvrwW2W8yniV4zXGa4zXOF5n"
-    "vM54neMNxhuMNzjeZLzJeJPjLcZbjLc43ma8zXg75P8FJilPaA=="
+    "eNrtWl9XG0UUjyEhYRMCrdhq1Vap/401+5/qg43JolFCyCbVIIezB62UKAUOogc+gF/Db+E5vulH6bsvPvqmm92b"
+    "2ZmbuSwr2DaUOYf55d7fnbvz587szA6lqVSQ1tbmP27VV73GsuN2G1Uf605vvjzf3zmwjPny2kJ5YX29DEaf+2zH"
+    "J3/02QWfNM2IW642HZ4z7IhrLS52nG6HdxuRncZXzihVay13um61sdwd8axVbDBpufXGcrXrkCZOxWusCK3RmL4t"
+    "6HWmd0fq4mub1U7HW2l15GVcSRnV+6TabFa9dh2VU4d1YBa0gVB5tWwwfVvQ60zPV0Qdalc+bfgPOfZBoclStSkx"
+    "Qn4wzSrlSh6uUb1gD8tpRC9wBkIv8Pq2oLeYnq+IPdRSvcA5pHvBHnaVJu0FG2aJT7uSh+s4CnWmbxN6SUTp0jhb"
+    "cpqObJLotwXebS0JvKqbiP+Sb5BmDBsMfHd1xRENAnqx5dacwejWWks8XRFZ5F1gjy16XMnecSV78pIsGlFRHdGo"
+    "sEgfX5gq67SaTtdd9SNnsKgNlj5+ulgyo1rLWfSNNrd3N8CXJjfz10rBTrUglJAljGbsgxcbPacea9V13KbQUg2e"
+    "GqyWVWpoGSsdoYBF5SDYAmokUANqper6E8Cv0MhEsMN5EM1++eBFvHz4Qh6VtXguXDaQxcKIAXLPGyBq6N2rO4vV"
+    "u0viCIetalcEJXRGuy5Vu0611m20lsm1otMdvEvdQUbNaNFEOoC8SbyTWB+9WB/EVP/CWWrVGt3RnYkG25ae2Et+"
+    "qfUUpGcA/0mYLsqPd/m97Y2djX0lKWz3d76vKINcDXItyPUgN4LcDHIryO1hLScAJwFhS54qAs4AXgZ8DpX7rzio"
+    "hLfX36n4Ma9EghoJKs+oPKPxjMYzOs/oPGPwjMEzJs+YPGPxjMUzNs/YPhP0vneohHgEuLfVD0cEGBUYlTEaMBow"
+    "GmN0YHRgdMYYwBjAGIwxgTGBMRljAWMBYzHGBsYGxh4wOIYft5xG0ZMBzKLozQHmUTQrgAUU3dOAJRTts4CXUPQ/"
+    "CziHZsMVwKups00X7T9Zf+B+oOzj/Mc9JzWm4/E84AuA1wBfBHwJ8OWnpH0Z1A7crnHnk64fScc56fgnjYuk8ZI0"
+    "jpLGV5ro9zxqVxHV97zPIxxnON7SxO4vQ/QH7hfcP+et/64D3gB8BfBVwHnAm4CvAb4O+Abgm4BvAb4N+A7gu4Bl"
+    "wPcAbwG+D1gBVAE1QB3QADQBLcDhcWIB8DbgB4AfovjA7+0cGrcCGqcUMc7jph/X/dzsKXHmlJjwcBsdKKMDZHRg"
+    "jA6I0YEwOgBGB77ogKfc39/4qX9w5IX14CVVkDRB0gXJECRTkCxBsr/evXeknCD7bre/c5Ag39zd/+bbk+epJySl"
+    "CcwgeRLJeSQrSC4iGb+1Z1E9HrV81qfHpHjabzyU3ywhZ9G4YTmPVj0sF9A4YrmEVkEsX0KrIZbn0Ko4R5x6/+9d"
+    "UI7olyniLaEQ/VQk3h7TRL/hVflifM/3+OIv2o96tx+mvz56uvEiPa70uOffk5bSxDowQXxNzRLrxSThD+/nsP0E"
+    "4X+CsM8Q/jOEfZbwnyXsJwn/k4R9jvCfI+zzhP88YT9F+J8i7BXCv0LYFwj/BcK+SPgvEvbThP9pwr5E+C8R9jOE"
+    "/xnCftxP7eNe/+D8/SA8hn8Wnem9H/qHghReXHpbG9ub4a8H0c/dzU3lvnfo/x1dbFfP93Y1Rbw+0gQ/QSzvaaIf"
+    "qMvGPGFPXZrkiY+dOeJSoUDY48sGhfh4WiLsZ1BcYXvqkgVP5znCnrp0wdP+KmFPXcJkiflWIubJWZVPegxK+jkl"
+    "E4PZGJyMwVwM5mNwKgaVGCzEYDEGp2OwFINxH5mHx667QfqVOH49BP3D3zFz4+c/27/9cvMP0Q6nvwl95o5cXyT0"
+    "lwn9FUJ/jdBfv3Pejm1sa3ArujYIrgCkMncxIJW56wKpzF0iSGXuakEqcxcOUpm7hpDKNvzrmXdv+M9n7NfeVh9+"
+    "q4xXGa9yvMZ4jfEax+uM1xmvc7zBeIPxBsebjDcZb3K8xXiL8RbH24y3GW+H/L/qJGqf"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -89,6 +89,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

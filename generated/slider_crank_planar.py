@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3621e943c5410cf30ee5894e943df5c821cb97febdc1f9778679cdd7a2d39db7"
+BODY_HASH = "534f4e06f7c2a84dbb1868e671c9b52e1f37c50e44c8175b9f99ab7dc3255a51"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
@@ -51,25 +51,25 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 4
 
-# 1420 characters of compressed tables (grows with the number of elements).
+# 1448 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrFV81v0zAUb0vLRvj8GyYOIFWoadp9HKYqtC5ktE2bBOgYUzQ2GB2jnboxrRJXzpzhyoG/gRMfJ5C4ceDABYk/"
-    "gF04gxM7Xvxq192GwIc8+/1+79l+tp+dH6cSYVlamrpqVxZ9q4EczzKxrKD2VHaq092ZLkxll/LZ2eXlLCU1zDpy"
-    "MfgEo7MYnDuA7GrVRZ4btzwAXesOGobKdsP1HNNqeEOOCzpl2E7FapgeGmYUQwbK+VaTG26e6Vuc3mB6Z2gkWFs3"
-    "Xddv2q7YxhHY6P41s143/VYF2OlZyJATuMHr2QLTtzi9wfTxgeiRtnndwp2M7IhQamZdQAJ+IMwG5Qg6z8ujUAAM"
-    "OUEchTyMwjTTCwcij0KBp4ijkOdJEJ6NYFEUDHkUIENOAFEwmL4l0QsHIo8CoIzcC4YkCvkIFkWhAM+iwfQtiV5w"
-    "rgrC01ZDdSRIFEUeduwaBxtzAL4dn85Mlrf2FptcmpoJ0artlFGwsmW7FkdzPAp8c+hI01GW7VGWbbEl24nAdIZH"
-    "YSzi6EhTiSWy68hzFvGOCRJ6kPZjnKKIU7ZRFXMebPZW6DbKiWn4muB4RbqBAJEuo6rbqtVGFRXJQ06d2/k52md4"
-    "T5iyJWWocGVCFNhNHyDAhiBN08FbHg9naOvrBmWwAy9ctQNYuG4EBpZ6IYaRPAEY+SEC8B4nACjy7ldQ1bxZ49dW"
-    "J8Nq5TgtmWmrItI6yCx7lt0YfiKQqLte8H5wgo/sEPMU4drFKWonSh9tpQ/J6b6FanbZ8obfYkUSuDYfImy0nKAl"
-    "SeXvQ5YUtTtxRPvV/kr3kdbvrSWAIyi3Oru9HTxkjVT0oNIl7W7Q2t7srN3vY0Xo0d/TiBxQufWwE/SC9cF3EH6x"
-    "Dk4fTkeFp6nMJEaXv2UP29D+JJUTiv5V/seNi2o+KnySSvrDkdCoPH3E+KUOGedx46gaZxLYRfIMlWepPKcYVxrY"
-    "JyV+4Dqcp/ICmD/UHzaeGcn4IsmOLzmWwWGkJ1Fb76/sdnYGPqFELUy911sbaOFno4fzE/d90Ouv3iffxJglJZFp"
-    "MFW49Mc9smlF/xlJO6PoJyVJgP+rvyhTy+LDp4790t+V/76MG5ejlrQkjhlJKj4pifeEJKVPAn0SpC6YOjSgT4LU"
-    "Bsd7RnK+zh7zyhuXT+7zx/ReXwhv8sfhd4EkIX+7s8dqg6i2wXQbga5LWV3K6VJGN8RJCvO391iN6Va1dfyIWPcH"
-    "//ocJiTrmlJcyRkJX3b1ZMacjyofpBTyhEKmhfPfL2lfX23Na69Znrh89/mHX5eeKvOFEZYvJdB+G7VfvgjKJ4Wf"
-    "i++gZr3S6e0/+1n6vHzj48T8txLx86aElZ+899/fHjY/hLv0Crk18X6M1YJrluzCoErfuf5a9NJlNfyuxfXwtUvl"
-    "gMoQ+QPl+/VB"
+    "eNrFVz9z2zYUl2QpTlinyWfwdUjudDlRlPxn8OlYCUpoS6JEsq1c18dTbceVa1M+2fFZd1kzZ07WDPkMndx2au66"
+    "dejQpd+gXjq7IAFCxBMgyE7OxcAHvN/vPQAPwAN4dS8Vla2txS/t2qZvtZDjWSaWNdRdzC/2g9Ol0mJ+q5hf2d7O"
+    "U9IGRl0MvsDoCgZ1Y4y1zCZKYqtjyK7XXeS5Sa9j0LW+RZNQ1W65nmNaLW/CcUmnDNupWS3TQ5OMcsRABd9qc1Mp"
+    "Mn2H0xtM70yMBGubpuv6bdsV2zgCG91/ajabpt+pATs9DxlyAjd4PV9i+g6nN5g+ORA91rafWbiTqR0RSsNsCkjA"
+    "D4TZoBxB50V5FEqAISeIo1CEUVhieuFA5FEo8RRxFIo8CcIrMSyKgiGPAmTICSAKBtN3JHrhQORRAJSpe8GQRKEY"
+    "w6IolOBZNJi+I9ELzlVJeNoaqIkEiaLMw47d4GBjFcDfJKeznOetvc02l6aWI7RuO1UUrmzVbiTRAo8C3xw61XSa"
+    "ZXeaZVdsyXYiMF3mURiLJDrVVGKJ7CbynE28Y8KEHqb9BKcs4lRtVMec54eDHt1GBTENXxMcr0w3ECDSZVR1W7e6"
+    "qKYiechpcju/QPuM7glTtqQMFa5MhAK7pTECbAjSNh285fFwJra+blAGO/DCVRvDwnUjMLDUSwmM5AnAKE4QgPck"
+    "AUCxd7+G6uZXDX5tdTKsToHTkpl2aiKtg8yqZ9mtyScCibrrhe8HJ/zIDjFPEa5dkqJ2ovTRVfqQnO6vUcOuWt7k"
+    "W6xMAtflQ4SNtlO0pKm8umbJULu5G9ofH/aC3lAjYmfYC37UhoPdFPAK5XH/bHCKx6+Rih5WAtIOwtbJYX93b4gV"
+    "kUf/XCNyROXxD/2wF6wPv6Poi3UwFnBuKjxLZS41vXwqe9iG9neonFf0r/I/a1xU81Hhd6mkfyYpjcrPbhi/zDXj"
+    "PGscVeNMA7tYLlB5n8rPFePKAvu0xA9chwdUPgTzh/rrxjMnGV8s2fElxzI8jPQkavvD3ln/dOQTStzC1O8HuyMt"
+    "+hwMcLLivs8Hw5098k3NWDISmQVThUv/sUc2q+g/J2nnFP1kJAnw/+ovTtuy+PCp47LyaeXtl1njctOSlcQxJ0nF"
+    "dyTxnpek9LtAnwapC6YODejTILXB8S5Iztf9j7zyZuWT+/yI3uvr0U1+FH3XSRLyT/rnrDaKawdMdxDqAsoKKCeg"
+    "jCDCSQrzT85Zjel2tH38iNj3R7d9DlOSdc0oruSchC+7enIzzkeVDzIKOaeQWeH8Lyvan++O17T3LE88/u71r/8+"
+    "eqnMF0ZU/qiA9kXcfvsmLB8Ufr74GWr2a/3B5at/Kr9vb/w2v/ZXhfj5qYKVH7xf/r64bn6IdukTcmvi/Ziohdcs"
+    "2YVhlb5z/d34pctq+F2L69Frl8oRlRHyHz07AlA="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -83,6 +83,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

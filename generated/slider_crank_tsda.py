@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "abbc5a3dadbddbbf1628c7aad72518facd076578234647a40fd3cd89f9e873ac"
+BODY_HASH = "44f3a579de333d9fca2cdd8b6b1a424421d66c276f5e6267ad8abca0263f2e4a"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -51,26 +51,26 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 3
 
-# 1504 characters of compressed tables (grows with the number of elements).
+# 1524 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrNV81vE0cUt40NYUOhhRx6q3DFzVT+ytcBJVt7HBbZXnt3C06jaJUmEBxgHTkhiqteK/EfIHFASNyrHnsDxIEr"
-    "iEOvrXrsBYlT1UM7OzO73nk747HTROoe9s283++9eftm5s3sD2cT5Flby35tVlddo4ksx9CxrKJONpftevtz5Wxu"
-    "rZhbWF/PMVJTbyAbgw8xuoDBxSFk1mo2cuyo5RC0jW9RHKqYTduxdKPpxByXCoxhWlWjqTsoxijPEgbKu0aLC7cY"
-    "6tucvhTqrVgkWNvQbdttmbbYxhLYFNwVvdHQ3XYV2BVykCEncMEXcuVQ3+b0pVAfDaQQaFvXDTzIyIEopa43BCTg"
-    "B8JhUJZg8KI8C2XAkBPEWSjCLMyFemEg8iyUeYo4C0WeBOGFABZloeTWTKuCRFlYBAw5AWRhPtQL10JJmIWSMLwy"
-    "3CSlUN+W6AULvizcBnXUQIIdPMvDllnnN/gigG9FkzKf462d1RZXP2hqwpRXzHoUXeRR4JtDR5qOsuxAyzwHAksK"
-    "hhsFmM7xKLDl0JGmEktkNpBjreJ151davx6rOBUT1TDnzv3eBltGRTEN12+ON8cWECCyaVQNWzM6qKoiOchqcPsn"
-    "WLSkgAtSlOdR4cwQVJhaggjz2tItvORxOLGlX5inK2VYj4Suh7DYP4GBJZuIaBkDjDgBeI8SABR4d6uopn9T5+e2"
-    "SGtJO8/POFVWRVoL6RXHMJuxBBVpfmzHP9gt/xXfFHkBRTh3UYraidJHR+lDsrtvorpZMZz4JWmWVqsOnyJstJ5g"
-    "T5LJfyZ8Uszu1BHtN/sb3j2t39tKAEdQ7nYPevs4ZI02Cn7Do30P94gf91CjcsDk7t2u7xvr/feAvLEOfjT8CBWe"
-    "ZjKTGP0clz3sQ/vTTJ5RjK/yP25eVN+jwqeYZPf/hMbk9BHzl5owz+PmURVn8ojxysY5Lj/nmPyEyfNMXmDyUyY/"
-    "Y/KiYpy0ZB1cYnIGxAv1k35XWjJuIMOiQYuBXwK0vd1+19vWtvsbB939gUspQQ9Tv+ttDTTy2unhqsjed3r9zdvR"
-    "d2LMJyWRacBT9SctGWlF6o6qP6UYD9pljmnck4pHNj8ZSV+W/5QknpP2H5yPsvWRFPI+LJ2s/P88qvylx9xv4z5p"
-    "yTxkJEfBacl8nZEcyVNAnwRHDyy9GtAnwdEE4z0H9ElwRMB1el7yfRf+4xVnXD69vz1g97gb5Ob2gLxv0KLv7nUP"
-    "w9YgaO2Euh1f5zGWxzgeY3gEp0cGoYTNoXZnqB1y7wWNzaBxP69t4/vltjs46ZKQkCyRlOJ2lpHw04r4UopbalIR"
-    "v+p7xN83tTz96/Pda9pjVnKyyyu/fz/z08q7WAkqkef1C9Bf4vvvAf4e4B95v49eL9OGsUzxP0L8ix//bP/y9MuX"
-    "cLzPr1advy//tfTkTfLKz8/eLpWZ/vbe1QXr1W8vJi01ZAF/RS8weKlGWnj5s/8cdyv40wlb+L8Gt8nfDpMDJgny"
-    "L41g81g="
+    "eNrNV8+P20QUTtKkXdzSQumhN0RQbylK4uyvA9o1yWRxm8SJ7bZZVisr7LbbbLdOlN1WDXck/gOqHhASd8SRW1v1"
+    "wBXUA1cQRy5InBAHGM+MHc/zTCZZdiV88Jt53/fejN+8eTN++kaKPFtb+Y+s2qZntpDtmgaWNdTNF/J9/2ipki9s"
+    "lQsr29sFRrqJUQeDjzC6gsGSPsFaRhPFsdUJZNXrDnKduNcJ6JifoCRUtVqOaxtmy0041kuMYdk1s2W4KMGoLBIG"
+    "Knpmm/uUcqTvcHo90tuJmWBt03Acr205YhtbYFPyNoxm0/A6NWBXKkCGnMBNvlSoRPoOp9cjfXwipVDb/tjEg0wd"
+    "iFIaRlNAAn4gHE3KFgxelkehAhhygjgKZRiFpUgvnIg8ChWeIo5CmSdBeCWERVHQvbplV5EoCquAISeAKCxHemEu"
+    "6MIo6MLpVeAm0SN9R6IXJHxFuA0aqIkEO3iRh22rwW/wVQDfiQdlucBbu5ttrn7Q0EQhr1qNOLrKo8A3h041nWbZ"
+    "hZZFDgSWFIw2CjBd4lFgy6FTTSWWyGoi197EeRdU2qAeqzhVC9Ux597BoMfSqCym4frN8ZZYAgEiW0bVsHWzi2oq"
+    "kovsJrd/wqQlBVwQoiKPCleGoMLQEkQY17Zh45TH00mkfmmZZsqkHgldT2CxfwIDS7YQ8TIGGEkC8B4nACj07tVQ"
+    "3bjV4Ne2TGtJp8ivOFXWRFobGVXXtFqJAJVpfBw3ONjt4JXcFEUBRbh2cYraidJHV+lDsrtvo4ZVNd3kJWmRVqsu"
+    "HyJstJ1iT5rJf+Z8MszuzDHthwc9vzfSqNgZ9fwH2miwmwJeoRz2Hw+O8Pw12igFDZ/2fdwjfrwnGpVjJof3+4Fv"
+    "rA/eY/LGOhgB+EUqPMtkLjX9OSl72If2Z5k8pxhf5X/WuKi+R4UvMMl+FFIak+ePGb/MnHGeNY6qeaaPOV/ZOCfl"
+    "5wKTbzJ5kclLTL7F5NtMXlaMk5XkwTtMXgHzhfp5vysrGTeUUdGgxSAoAdrhcNT397S9Ue9x/2jsUUrYw9RPB7tj"
+    "jbz2B7hEsve9wWjnbvydmvHJSGQW8FT9eUtGVhG64+rPKMaDdrkTGve05iNbn5ykL4t/RjKf0/YfHpay/EgLeX+s"
+    "na78/zyq+GVn3G+zPlnJOuQkR8FZyXqdkxzJC0CfBkcPLL0a0KfB0QTnewHo0+CIgHl6UfJ9l/7jFWdWPr2/PWT3"
+    "uBvk5vaQvG/Qou8d9p9ErXHY2o90+4HOZyyfcXzG8AlOjwxCiZoT7f5EO+E+CBs7YeOgqO3h++WeNz7tkpCSpEhG"
+    "cTvLSfhZxfwyiltqWjF/1feIv29h/fzP3ww/1L5kJSe/vvHrZ1e+3fgpUYJ08rx6DvprfP81wF8D/E/e7xev1mnD"
+    "XKf4bxH+7ue/d77/6v0XcLyr12vu3+/9tfbsh/S1777+ca3C9HcPr6/YL395Pm+pIQn8Ab3A4FSNtXD6s/8cbzf8"
+    "04la+L8Gt8nfDpNjJgnyL63bAGc="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -84,6 +84,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "87f0ce98815123552dcba1f618c29462b4a7f071170f96e8789882493941ba41"
+BODY_HASH = "b3468671b55617adeb011009580014cf1bc5f5339f28ae839765973ae4454726"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -52,44 +52,44 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 6
 
-# 3124 characters of compressed tables (grows with the number of elements).
+# 3144 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnFtwG1cZx+U4jl05iXODUmib1klDoWqqXa0vKW2Eaq9TGcuyJbWx6wQ1ra3IamI3jhsslesDLzy0b2XIMHQ6"
-    "8NSHdigdGnho6MAMbWaY4YHLI4XhDRiYwgMDD7CX/9nd8+2uz0YXS3K0M9bvnPN95zu375zdPcfS6/0h41pYGHws"
-    "PT6fT06rmVwyoXFcnRuMDC6vrA8rg5GFWGT07NkIlKYTKTWrCV/QpKOaUBq2ZemJiayayzqz2sJs8inVLRpLT2dz"
-    "mURyOueyLA8PQSWdGU9OJ3Kqu/AR2VBRo/mJdGZMzc+O52fSXCkRVNBW2UTjVCKVSngZUZhGcsYnfZZLH7HSM64m"
-    "a6mpRDabT2xaFUPFJT7BxDOPJ7XsXiYUXmUqkRIr+YozHtWX/LpJishRpsL1kxSRhizBLCcYsdKdJUks1a+ZzqL8"
-    "2ylZ/Sl5NlSzYrUp41G+vElLFaZCWjpspfMNlewMniVt0lKF1/FuaUzmtVzyKJN7tTTm31Jm2FJxaYwyBTroVk6f"
-    "voh59kVsk76wK7NZXwwrvJbLilVjr75QxP6tuJo6agk8/VvxbKkSwL+VQP6t+Pm3Jfdq6ZDPcjbks5wNeS5nQ56r"
-    "xJSaUj0WdSkqcfJMeoqTDw0T8WmuQdGIzMlz8zMqr2CIrZvBWHrKKVZGeTExz4s3z7xp3jmaN8oJSVZTaDkdySpF"
-    "R3m5q084Oc3OC0leCNV0Ss1l5jXv0e/D+t1apDOWVic0ncKF1XOmFhYpl5p2d+f0RiMxL0WMp6jYieScOi5SyqmZ"
-    "lLORsoIyrbuu98BaYu+RNcQk59CILSK5IJpJZLQZoFXJNRNOYCbYS4DPwNsKPiNvKtDc8gmH0Fw9qGtEXRrUP5wa"
-    "tHRWQH5cnUg8McWP87A5j2ejvJeYTZ4d90zOqImxXDI97e4qs53ZnP4MmNE/3NMk6qHiOc+cKmIjQhtzQhs+8/1J"
-    "dSo9lsy5n6hl3B7n+E7Scp0N4fofri7Ed4DdRE6vnUTeg/gusFeQv4/Ib0M8DPYL8j+7dm7lufDa6mL48oXlxaW1"
-    "ECl3L4lTGvm1ntBN6DCt6CFDkl9busJHJGdEdkZizohiRUy7dkRyRmSj4LxdqiMmcTFeM8Zqml/XbF22a464ROIy"
-    "idP8ylmzThuoWxmsgEtRFpBYQGaBmFGxDeOzbHxWjE8tjwHJhGwixgreYIEyC1RYQMvJQpIVkq1QjA2yn7Myp/Rz"
-    "RuZ0fs62G9xDnGgA3AfuBw+AB8FD4MfAj4O3g58A7wA/CX4KvBO8C7wbPAzeA94LDoJHwKPgfeAx8NPg/eBnwM+C"
-    "D4AR8EHwOPhQiL86/b89+7/d7dfLf/zq2fH/zvpzK/d/FJRAGWQ3ZgUcAofBEXB0i9eZHiKn43gH6ccHSDseBSfA"
-    "9BbXn16t7p/Nql+149HdJv3a7HWvXdfF0DZZN2+2H7baX/q2ST+3+vOFaJ6I+l/Uv+32HHECfBj8HPgIuX+fBOPg"
-    "58k418teAnwMHAPHQZU8T5wCHweT4CT4BXAKTIHT5HlkBpwFM2AWzIFPgE+Cp+vk942e71v9/N7f8YvO+04LrVPN"
-    "8p929ds5cB58ClwAz4DsFOSLYB58GjwHPsMODcBFcAkskPWyWeWfB4vgMlgCn2tRf692nR5ok/4W9ZtoHRDNN9F8"
-    "ClrPC+BFcAVcBZ8HL4Hs1O0yuA6+AF4BvwRugGWwAr4Ifhn8CvhV8Gvg18lzSEiwXu4UyPsE8nbZb/TjLh/Sw1P7"
-    "/NI+onScOnJHhuHza+euLK+X86YRFtNzsLCp/szqYjlsf5RWl1fWPT4Lq2vPLjk/aad3+QxCFxmMHtLp3aSzd5LO"
-    "7fHZ9BfF/a6gTkIZdJOqUXKRUzZaLnLuRsu7BdwpYI+AuwQMC9gv4G4B9wi4X8ADAh4UULRIdfy/4/8d/6/eP4OO"
-    "b7PmV6PnZ7Pz1zo+7Z6/1eVBn9tEz5t+bPb62StgX428rUaGa2R/jdxdI/fUyL01ckDAfQI2+v5W6/pRa/+w/wgW"
-    "zesdRJ//p65/xNub7XuJ1kvReljva7ePH+0h6TuIH3YR+YCPH+7z8cv9JB4ihyV03+NOn/vRXaQ/Q+RwpZvYOUzS"
-    "mZ17yDiw616SzuwMknRm54jPpt1Rks7s3EfSmZ1jPuP+IEnvIpvbu4idh8j9MUQ2v3uJHYmk7yCb453318776638"
-    "/lrtJnmj5dVuwjdaXu0m/1a9J3W16PtN302+VzR63onGsVnz0TzBuYiTnMkN9tWuyTL7ctdkxfyi1kXjU9cwWDa/"
-    "xKVLceBzkQV0HRYsW9/b0jWtk6P85eUNLlbmYpxmidMscZolp2aRs1nkbBY5mwVOs8BpFjjNIld6kSu9aJeun37Z"
-    "No1YmYtxmiVOs8RpliqOszTDKBct81FeucQrl3hl3nKRt1zkLRd5y0XecpG3rPeD89DPqDVJKNMEmqVEs5RoFlpK"
-    "kZZSpKUUaSkFmqVAsxRoliKtWJFWzNX8As1SoFkKWpbz+Q3tr6z9VTqbup1N3c6mbmdTt7Op29nUbcdN3Ubfv0IB"
-    "y+kKqLdVL51B690bsJ+Ctq8voL2g/RD0ZThoO/YGHPeg7RgIaC9oO4K+ZDf7vlnt5kCjNhVa/Tlxuz+H3er5W31z"
-    "d7s/5+yvkQdq5MEaeahGNvs9I6ifB/X3Vnn/qPf7SL3fT+o9j+s9r+s9z9vt/abe641oHfnDpW+99OeP3oy/8/Kx"
-    "+1++1hX/8NIvb//F2g9Psvh7N15Tf/zPX8VD/5383bcXfn3y6Y+uvnX8gzNxRiWmX3+PP/L2+1feffVhF9l6cvU7"
-    "+vWT+LW7v/mX2WvvWukvHnrj1B8rP7jOrz6if/6gcn992LfkRnVjP79O9ZBe5T+d3Gx9G2W3+noc1ofle0d+xuJ/"
-    "ndVH6j0yXv75z8SXV3509afx8O+///yj4XeQ7434f37zr7f/Pf+3+Csn935YUd+KH40cON37jffjCwPfvfHBn357"
-    "3cx3I17ffmudyzqCOW5+rcg6PnHF+a8m0ajHF5aQht85zC+yXzq0QhUrtBS1g5IdlO1gLG8WtwGWwQpoWDB//ZAF"
-    "ZBbQ87LfQLSDZTtYsYOGHeu3EB1h2RHWDP4fl1OwTw=="
+    "eNrtnF1wG1cVx+U4jl05ifMFpdA2rZOGQtVUu5Jsp7QRqr1O5VqWLamNXSeobm1FVhM7sd1gqUDhgRce6Fs7ZBgY"
+    "Bp7LUDo08NDQgYE2M8zwwMcjheENGJjCAwMPsB//u7v37K7vRh+W5GhnrN+995x77te5d3fvtfSL/oB+zc8PPpEe"
+    "m8snp5RMLplQOabMDoYGl1c2hqKDoflIaOT8+RCUnlKlWVX4kiodUYVyxJJNJVKKXSYNWbL0+HhWyWXtZi1hNvms"
+    "4hSNpqeyuUwiOZVzWJaHYlBJZ8aSU4mc4ix8WNZVlHB+PJ0ZVfIzY/npNFdKCBW0VLbQOJNIpRJuRqJMIzntkT7D"
+    "pQ+b6RlHk9XUVCKbzSe2rIqu4hCfYuLpJ5NqdjcTUV5lMpESK3mKMy7Vl7y6SQrJYabC9ZMUkmKmYIYTDJvp9pIk"
+    "lurVTHtR3u2UzP6UXBuqWjHblHEpX96ipVGmQlo6ZKbzDZWsDK4lbdHSKK/j3tKIzGs55GEmd2tpxLulzLCp4tAY"
+    "YQp00M2cHn0Rce2LyBZ9YVVmq74YivJaDitmjd36Iir276ijqSOmwNW/o64tjfrw76gv/456+bcpd2tpzGM5i3ks"
+    "ZzHX5SzmukpMKinFZVGXwhInz6QnOXlsiIjPcg0Kh2ROnpubVngFXWzeDEbTk3ZxdIQXE/O8eOvMW+adpXnDnJBk"
+    "NYSm05GsUniElzv6hJPT7LyQ5IVQSaeUXGZO9R7tPqzdrUU6o2llXNUpXFxdMLSwSDnU1Ls7pzcSirgpYjxFxY4n"
+    "Z5UxkVJOyaTsjZSjKNO867oPrCl2H1ldTHLGhi0RyQXRdCKjzgC1So6ZcAozwVoCPAbeUvAYeUOB5pZP2YTG6kFd"
+    "I+zQoP5h16ClswLyY8p44ulJfpyHjHk8E+a9xGjyzJhrckZJjOaS6SlnVxntzOa0Z8CM9uGcJmEXFdd5ZlcRGxHa"
+    "mBXa8JjvzyiT6dFkzvlELeP2OMt3kprrfADX/3B1Ib4L7CZyeu0m8h7E94C9gvx9RH4H4kGwX5B//fLCxvLCxSDh"
+    "C2sLKy8G11YXg+sXlxeX1gKkOvtJnFLPr3aQZkKDYUUL6ZL82tJVPiLZI7I9ErFHombEsGtFJHtE1gvOW6XaYhIX"
+    "4zUjrKb5DdXWulVzxCUSl0mc5o+eN+q0ibqVwQq4FGYBiQVkFojoFdvUP8v6Z0X/VPPokAzIBiKs4E0WKLNAhQXU"
+    "nCwkmSHZDEXYIHv5MPNVLx9lvujlg3vBfcSJBsAD4EHwEHgYPAJ+BPwoeCf4MfAu8OPgJ8C7wXvAe8Gj4H3g/eAg"
+    "eAw8Dj4AngA/CT4Ifgr8NPgQGAIfBk+CjwT4q9P/O7P/291+vfzHq54d/++sP7dz/4dBCZRBdmOOgjFwCBwGR7Z5"
+    "nekhcjqOd5F+fIi043FwHExvc/3p1er+2az6VTse3W3Sr81e99p1XQzskHXzVvthu/2lb4f0c6s/X4jmiaj/Rf3b"
+    "bs8Rp8BHwc+Aj5H792kwDn6WjHO97CXAJ8BRcAxUyPPEGfBJMAlOgE+Bk2AKnCLPI9PgDJgBs2AOfBp8BjxbJ79v"
+    "9Hzf7uf3/o5fdN53Wmidapb/tKvfzoJz4LPgPHgOZIcjnwPz4HPgAvg8OzQAF8ElsEDWy2aVfwEsgstgCXyxRf29"
+    "2nV6oE36W9RvonVANN9E88lvPS+Cl8AVcBW8DF4B2anbOrgBvgReBT8PboJlsAK+DH4B/CL4JfAV8MvkOSQgWC93"
+    "C+R9Anm77Dd6cY8H6eGpdX5pHVHaTh25I8PghbWFq8sb5bxhhMW0HCxsqD+/ulgOWh+l1eWVDZfPwuraC0v2T9rp"
+    "XR6D0EUGo4d0ejfp7N2kc3s8Nv1Fca/Lr5NQ+t2kapRc5JSNloucu9HybgF3C9gj4B4BgwL2C7hXwH0CHhTwkICH"
+    "BRQtUh3/7/h/x/+r90+/49us+dXo+dns/LWOT7vnb3W53+c20fOmF5u9fvYK2Fcj76iRwRrZXyP31sh9NXJ/jRwQ"
+    "8ICAjb6/1bp+1No/7B+FRfN6F9Hn/6nrH/H2ZvteovVStB7W+9rr4Uf7SPou4oddRD7g4YcHPPzyIIkHyGEJ3fe4"
+    "2+N+dA/pzwA5XOkmdo6SdGbnPjIO7LqfpDM7gySd2TnmsWl3nKQzOw+QdGbnhMe4P0zSu8jm9h5i5xFyfwyQze9e"
+    "Ykci6bvI5njn/bXz/no7v79Wu0neaHm1m/CNlle7yb9d70ldLfp+03eL7xWNnneicWzWfDROcC7hJGdik321a6LM"
+    "vtw1UTG+qHVJ/9Q0dJaNL3FpUhz4XGIBTYcFy+b3tjRN8+Qov768ycXKXIzTLHGaJU6zZNcscjaLnM0iZ7PAaRY4"
+    "zQKnWeRKL3KlF63StdMvy6YeK3MxTrPEaZY4zVLFdpamG+WiZT7KK5d45RKvzFsu8paLvOUib7nIWy7ylrV+sB/6"
+    "6bUmCWWaQLOUaJYSzUJLKdJSirSUIi2lQLMUaJYCzVKkFSvSijmaX6BZCjRLQc1yIb+p/pXVv0pnU7ezqdvZ1O1s"
+    "6nY2dTubuu24qdvo+1fAZzldPvW266XTb717ffaT3/b1+bTntx/8vgz7bcd+n+Putx0DPu35bYffl+xm3zer3Rxo"
+    "1KZCqz8n7vTnsNs9f6tv7u7055yDNfJQjTxcI4/UyGa/Z/j1c7/+3irvH/V+H6n3+0m953G953W953m7vd/Ue70R"
+    "rSN/uPK1r//5w+/H3371xIOvXu+Kf3Dll3f+fO0Hp1n83ZvfUX70z1/FA/+d+N3r878+/dyH1948+f65OGM0ol1/"
+    "jz/21ntX3/n2ow6y9eTaN7Trx/Hr9371LzPX3zHTXz7yxpk/Vr53g199RP/8QeXe+rBvyvXqRn52g+ohvcp/OrnV"
+    "+jbKbvX1OKoNy7eO/ZTF/zqjjdS7ZLy885+LL6/88NpP4sHff/fy48G3ke+N+H9+86+3/j33t/hrp/d/UFHejB8P"
+    "HTrb+5X34vMD37z5/p9+e8PIdzNe335rncs8gjlpfK3IPD5xxPmvJtGoyxeWkIbfOcwvsl86NEMVM7QUtoKSFZSt"
+    "YCRvFLcJlsEKqFswfv2QBWQW0PKy30C0gmUrWLGCuh3ztxBtYdkWVg3+H/9cwSg="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -103,6 +103,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3d610bb01a734632"
+COMPILER_HASH = "165303d884a265be"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5194b10c64137cbc75bfc18a9963844f3c9006753a2a9f6233f3da65e4f13b79"
+BODY_HASH = "0a378a73adfdaf9a394fc9238c5175e4e9eccfd6381c598974ee9c5aa76e0f0c"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -51,37 +51,37 @@ N_STATES = 0
 STATE_NAMES = ()
 N_REACTIONS = 5
 
-# 2512 characters of compressed tables (grows with the number of elements).
+# 2532 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnMtT20YYwO0ACThAIJCmeTUtfSWNm1paYUzbNDi2nJj6AbKTQAhVkwABN4FOmnSwT5lp7z30H+hM/4weykxn"
-    "+i/0mmOPObTnVljfStrPWq/iB3ZAOuin3e+x2t1vd6WV4bdQoHosLU1cyycX9XRO1YrpuMGkujARntjYfBpVJsJL"
-    "JBxbXg6DUi6eVQuG8JkhjRlCacqW5VOpglosOE1tYSF9R60VJfK5QlGLp3PFWs/TCqjktWQ6Fy+qLoVPV1XUiJ7K"
-    "awlVn0/qc3mmlLAURSp1NK7Hs9m4mxOFaqTnOPnzTP6Ula/VVNnIzcYLBT1e91aqKjViq7pzN9KGuZsLhVXJxLNi"
-    "Ja5Yc7l9iddMUliSqQrTTlI4auXPM/lTVr6zIInm8mrpLIlfTclqTsm1noZ8kso1l/JlfkVlhaq4V1TGFZVsA9eS"
-    "+DW1i6pXUyKzWjXyCJW71ZTwa6pEkAq3kQluC9q6hNcYxLUxSJ3GsO+mXmNEFVarxot1x26NoXAGucIZ5IrrIFdc"
-    "x05GzaouU910lBFr+Qwjnowg8W1nfabDMiMuLs4xE605Z1jzYyKfcUqVGCtGzllxfeO6tgvYNsIIkakptIISmcZi"
-    "rBgZs2JsDOFKpciWStV8Vi1qi0bo7C5NuwuYQ8lVJ5FXU4bO2qOte+Aq5q5mLHiMXjRM3BShO0XFptILalKkVFS1"
-    "LFPLGJRpLUTuHWuJ3Xu2KkaWk1O2CFmBaC6uGeFv3FLNMJiMmndlj3/3jrfl7j1vynG/R5zOzYkDu4/UaOACnBo4"
-    "dGgBelJNxW9m2F5WzEE6H2FyZXPOmU+6ZmtqPFFM53O184V5G4Xi7kORtnuqHSRuKq6jzKkidiL0sSD0wRntt9RM"
-    "PpEu1j5iytAcC2wjGVbLATj+gyMI6UPAHiTHRy+S90H6MPCIwL4fyQcgDU/WgaMC+0cbm99Iod2zXD2TACp4GKUx"
-    "qw6MpjB90Auye/HwydazzRXd0mDSEkrLpqGkM35oUmKToCzrVlnOpMQmkTJhk8qy6XgbCigDK8DVCL2Q6IVMLwh4"
-    "2gaWgRUg2MrUVqa2MrUlYEvAloAtobaE2hJqa1xYncSLNhpVvGiiUcOLlkHgEAqCY8AR4CjwOHAMOA48AXwDeBL4"
-    "JvAU8DTwDPAs8BzwLeB54NvAd4ATwHeB7wHfB34A/BB4AXgR+BHwEjAM/Bh4GfhJgD389t+f7f+6+29V/PDu049/"
-    "f/45yO0fAUpAGUgXZgU4CYwCp4CxPZ5n+pAc9+Mp1I6XUD2uAFPA/B7fPz7aHZ+v6r/RdujZo/p0er7o1HwS2Cfz"
-    "Tbf392F/Xd2TdVXUvqL2E7XPQVt/gy32Nw38FPgZ8HO0jn4BvAqcAcaB14AJYBKoonX4OvAGMA2cBX4JzACzwBxa"
-    "x+eA80ANWAAWgTeBt4C3u2TcdGre2evn6QE/XlsSr/77y8GOn4Ma9wvAReAd4BLwLpB+1vgKqAO/Bt4D3gc+AK4A"
-    "V4FraB0ICOK4VyDvF8hfl32RYQ77OKz5SsN8O3F+GnF+2zCU7n2/8bQMWs6UzKTI/a2Vcsg+lbY2Np8y57WtJw9W"
-    "nWfc0kFOywdRD/Rw3oAHUI2HUY+K0rxDFAmYXt/Y2yUXRVy75aLIbbe8R8BeAfsEPCxgSMCjAg4KOCTgqIDHBRwT"
-    "cFxAP/79+Pfjv/H49Nq/3Tq+Om3fbPsedHuvz0Oi5zYeOz0/iXikSfY3yYEmGWqSR5vkYJMcapKdHj+drj/9XZ5o"
-    "3LK/xHh5tbvYPYdofsLzT7PHIKffhlD+IfQeG0TyY5x+H+HEwahrXNhxjt/Hxzjz+zhnx+YEyg+indEe5OckaucA"
-    "2jntRX5OofxDaGcV988ZlB9EO699yM85//3Gf7/x328a3iFtt7zRHdh2yxvd4W23XNSPnRpfon7s1LgT9WOnxqO5"
-    "df8YtvBnt+mfIcyW6R8izFbonxM8BlIt2dKSLS0CWsTSIpYWqWo5vxzo321s44wyzsAmJWxSwialivOTRLUQNl1G"
-    "aaRfQvolpF+qOD9zWP7tdBmlkX4J6ZeQPvK/jvyvI//ryP8a0l9D+mtIfx3dzzq6n3Xjfh7qRqvrRkPrFX+Lyt+i"
-    "8reo/C0qf4uqM1s07Z5/Ax7LCXrU8/qI77XcIx7r6fX++j3681oPr68OXusx7LHfvNbjmEd/Xusx8prM+93+XOGv"
-    "2/vbvtu3nvb7ujnaJI83ybEmOd4kO/3c6zXOvcZ7q56HW/183Orn5VY/P7f6ebrV80S3zRvV43lh5o9/L9z96dpp"
-    "i798eyX016875ifH5z9AfsmiKR+ZMSvzc5V/9//IMLBycSbwSscLzifOF7+75/M+ib7k6P/j8VMqlvP0x3d2QucD"
-    "f944u0PT9e//lT/h7jRmN9qgXfcdzr3PyzU/yObkMD/U5uQQ+M80+gr93zTWVcW6Wo3Yl5J9KduXBC5ly5NseZIt"
-    "T7LtSbY9ybYn2fZELE/E8kQsT8T2RGxPxPZEqp7+BwJjJv0="
+    "eNrtnNtXE0cYwBMBhQgIgrXeaktvWlOb3VlCaGslJhsN5gJJVBDpFgWEVMGj2EPy5Dntex/6D/Qc/5ByTs/pv+Cr"
+    "j330oX1ul+w3uztfdjJrLiTC7sP+dua7zO2b2d3ZwKuAr3IsLIxdy8bntWRGzRWSUZ1xdW4sOLa+sRVWxoILJBhZ"
+    "XAyC0k1dmteFz3VpRBfKxJJlomnVLpMmLFk2kcirhbzdrSXMJ++q1aJYNpMv5KLJTKHa86QCKtlcPJmJFlSHwicr"
+    "KmpIS2RzMVWbjWszWaaUoBRGKjU0rkfT6aiTE4VqJGc4+bNM/oSZn6tqsp6bjubzWrRmVSoqVWKzuTM3krq5kwuF"
+    "VUlF02IlrjjnUH2J101SUJKpCtNPUjBs5s8y+RNmvr0giebyWmkvid9MyexOybGdunycynMO5cv8hsoKVXFuqIwb"
+    "KlkGjiXxW2oVVaulRGa1quQhKndqKeG3VAkhFW4nE9wXtHcJrzOIY2eQGp1h1aZWZ4QVVqvKi1ljp85QOJNc4Uxy"
+    "xXGSK45zJ6WmVYelbjLMiHPZFCMeDyHxHXt7JoMyIy7MzzALrbFmmOtjLJuyS5UIK0bOWXFt45q2c9g2xAiRqSE0"
+    "gxKZRiKsGBmzYmwM4UqlyJZK1WxaLeTm9dDZvTXt3sBsSo46saya0HVWH20ugauIs5p+w2P0wkHipAjDKSo2kZxT"
+    "4yKlgppLM62MQJnmjch5YE2x88hWxMhyfMISISsQzURzevjrVaqaBuNho1bW/HceeEvuPPKGHI97yO7cWDiw+1CV"
+    "Bi7AroFDhxagxdVE9FaKHWXFmKSzISZXNtac2bhjdk6NxgrJbKZ6vTCqkS/sPhTldk/Vk8RJxXGW2VXEToQ+5oQ+"
+    "OLP9tprKxpKF6kdMGbpjju0k3WrRB8d/cPghfQjYheT46EbyHkgfBh4R2PcieR+k4anbd1Rg/+zJ0tb60qMA4qP1"
+    "jR+lwO5ZrpyJD9VnEKUxKw70HjJ80Auye/Hw6ebzjWXN1GDSEkrLhqGkMX5oUmKToCxrZln2pMQmkTJhk8qi4Xgb"
+    "CigBy8CVEL2Q6IVMLwh42gaWgGUg2MrUVqa2MrUlYEvAloAtobaE2hJqq1+Yg8QLQhpsvCCjwcQLon7gAAqCY8Ah"
+    "4DDwOHAEOAo8AXwPeBL4PvAU8DTwDPAs8BzwA+B54IfAj4BjwI+BnwA/BX4G/Bx4AXgR+AXwEjAI/BJ4GfiVjz28"
+    "/t+f/f+u+29W/PDq6cW/t/4c5P4PASWgDKQ3ZgU4DgwDJ4CRPV5nepAcj+Mp1I+XUDuuABPA7B7XHx+tjs+39V9v"
+    "P3TtUXvavV60az3x7ZP1ptPH+7B3X92T+6qof0X9J+qfg3b/9TfZ3yTwa+A3wG/RffQ74FXgFDAKvAaMAeNAFd2H"
+    "rwNvAJPAaeBNYAqYBmbQfXwGOAvMAfPAAvAW8DbwTofMm3atO3v9PN3nxWtT4tV7fznY8XNQ434OOA+8C1wA3gPS"
+    "rx3fAzXgD8Al4H3gA+AycAW4iu4DPkEcdwvkvQL5u7IvMshhD4dVX2mYbyf2TyP2bxu60tJP61sl0LKnZCZF7m8u"
+    "lwLWqbi5vrHFnFc3nz5YsZ9xT/s5Pe9HI9DFeQPuQy0eRCMqSvMOUSRgun1jb5VcFHGtlosit9XyLgG7BewR8LCA"
+    "AQGPCtgv4ICAwwIeF3BEwFEBvfj34t+L//rj0+34dur8ard9o/170O3dPg+Jntt4bPf6JOKRBtnbIPsaZKBBHm2Q"
+    "/Q1yoEG2e/60u/3053qiecv+EuPN1c5i5xyi9QmvP40e/ZxxG0D5h9B7rB/Jj3HGfYgTB8OOcWHFOX4fH+Gs76Oc"
+    "HZsTKN+Pdka7kJ+TqJ99aOe0G/k5hfIPoZ1VPD5nUL4f7bz2ID/nvPcb7/3Ge7+pe4e01fJ6d2BbLa93h7fVctE4"
+    "tmt+icaxXfNONI7tmo/G1v1j2MKf3qZ/hjBdon+IMF2mf07wGEi1ZFNLNrUIaBFTi5hapKJl/3KgPVvfxhklnIFN"
+    "itikiE2KZfsniUohbLqE0ki/iPSLSL9Ytn/mMP1b6RJKI/0i0i8ifeR/DflfQ/7XkP9VpL+K9FeR/hqqzxqqz5pe"
+    "n4ea3uua3tFa2dui8raovC0qb4vK26JqzxZNq9dfn8ty/C713D7iuy33iMt2uq1fr0t/btvh9tXBbTsGXY6b23Yc"
+    "c+nPbTuG3pF1v9OfK7z79v627/Stp/1+3xxukMcb5EiDHG2Q7X7udRvnbuO9Wc/DzX4+bvbzcrOfn5v9PN3sdaLT"
+    "1o3K8SI/9ee/F+79eu20yd+fXAm8erljfHJ88TPkF00a8qEpozG/Vfh37y8MfcsXp3xvdbzmfOJ8/YdzPu+T6BuO"
+    "/j8uP6ViOU9/dGcncN73142zOzRdu/5v/Ql3pz674TrtOu+w731ervpBNieH+aE2J4fAf6bRlun/pjGvyubVSsi6"
+    "lKxL2bokcCmbnmTTk2x6ki1PsuVJtjzJlidieiKmJ2J6IpYnYnkilidS8fQ/cPs31g=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -95,6 +95,7 @@ ELEMENT_TYPES = _DATA["ELEMENT_TYPES"]
 ELEMENT_ROWS = _DATA["ELEMENT_ROWS"]
 BODY_OFFSETS = _DATA["BODY_OFFSETS"]
 BODY_SIZES = _DATA["BODY_SIZES"]
+BODY_KINDS = rt.tables.unpack_names(_DATA["BODY_KINDS"])  # planar, spatial, *_point
 BODY_INERTIA_INDEX = _DATA["BODY_INERTIA_INDEX"]
 P_DEFAULT = _DATA["P_DEFAULT"]
 Q0 = _DATA["Q0"]

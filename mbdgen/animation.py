@@ -99,7 +99,7 @@ def _parse_trace(spec: str, geo: dict[str, Any]) -> _Trace:
     if body not in names:
         raise MbdgenError(f"--trace {spec!r}: no body {body!r}; the bodies are {', '.join(names)}")
     b = names.index(body)
-    size = 2 if geo["bodies"][b]["kind"] == "planar" else 3
+    size = 2 if geo["bodies"][b]["kind"].startswith("planar") else 3
     if not point:
         return _Trace(spec, b, np.zeros(size))
     mine = [p for p in geo["points"] if p["body"] == b]
@@ -290,7 +290,7 @@ class _Renderer:
     ) -> None:
         self.result, self.geo, self.traces, self.rows, self.size = result, geo, traces, rows, size
         bodies = geo["bodies"]
-        spatial = any(b["kind"] == "spatial" for b in bodies)
+        spatial = any(b["kind"].startswith("spatial") for b in bodies)
         self.spatial = spatial
         self.P = _projection(spatial, view)
         q = result.q[rows]
@@ -350,7 +350,7 @@ class _Renderer:
                 pts = [np.zeros(3), pts[0]]
             path = np.stack([self._world(i, p) for p in pts], axis=1)
             if len(pts) >= 3:
-                if b["kind"] == "planar":
+                if b["kind"].startswith("planar"):
                     hull = _hull(np.array([p[:2] for p in pts]))
                     path = path[:, hull]
                 else:

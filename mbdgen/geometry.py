@@ -8,7 +8,8 @@ be drawn without its module.  :func:`world` maps body-frame points to global one
 
 * planar body, q_i = [x, y, φ]:  r^P = r + A(φ) s'^P (Haug 1989, Eq. 3.2.1);
 * spatial body, q_i = [r, e0..e3]: r^P = r + A(p) s'^P with
-  A = 2[(e0² − ½) I + e eᵀ + e0 ẽ] (Haug 1989, Eq. 9.3.16).
+  A = 2[(e0² − ½) I + e eᵀ + e0 ẽ] (Haug 1989, Eq. 9.3.16);
+* point mass, q_i = [x, y] or [x, y, z]: r^P = r + s'^P (no orientation).
 
 NumPy only (no SymPy, no matplotlib): called at the end of every simulation.
 """
@@ -21,7 +22,16 @@ import numpy as np
 
 #: Version of the ``info["geometry"]`` layout.
 GEOMETRY_VERSION = 1
+#: Body kind by coordinate count, for modules generated before ``BODY_KINDS`` existed.
 _KINDS = {3: "planar", 7: "spatial"}
+
+
+def _body_kinds(module: Any) -> list[str]:
+    """``planar``, ``spatial``, ``planar_point`` or ``spatial_point`` for every body."""
+    kinds = getattr(module, "BODY_KINDS", None)
+    if kinds is not None:
+        return [str(k) for k in kinds]
+    return [_KINDS[int(s)] for s in module.BODY_SIZES]
 
 
 def has_geometry(module: Any) -> bool:
@@ -48,18 +58,19 @@ def describe(module: Any, p: np.ndarray) -> dict[str, Any] | None:
     """
     if not has_geometry(module):
         return None
-    sizes = [int(s) for s in module.BODY_SIZES]
+    kinds = _body_kinds(module)
     bodies = [
-        {"name": name, "kind": _KINDS[size], "offset": int(off)}
-        for name, size, off in zip(module.BODY_NAMES, sizes, module.BODY_OFFSETS, strict=True)
+        {"name": name, "kind": kind, "offset": int(off)}
+        for name, kind, off in zip(module.BODY_NAMES, kinds, module.BODY_OFFSETS, strict=True)
     ]
+    flat = [k.startswith("planar") for k in kinds]
     roles = module.ELEMENT_ROLES
     pts = local_points(module, p)
     points = []
     for i, (e, b) in enumerate(
         zip(module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True)
     ):
-        planar = (b >= 0 and sizes[b] == 3) or (b < 0 and all(s == 3 for s in sizes))
+        planar = flat[b] if b >= 0 else all(flat)
         local = pts[i, :2] if planar else pts[i]
         points.append(
             {
@@ -92,6 +103,11 @@ def frames(body: dict[str, Any], q: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Origin (N, 3) and rotation (N, 3, 3) of ``body`` over the rows of ``q`` (N, n)."""
     off = body["offset"]
     n = q.shape[0]
+    if body["kind"].endswith("_point"):  # a point mass: position only, no orientation
+        dim = 2 if body["kind"] == "planar_point" else 3
+        r = np.zeros((n, 3))
+        r[:, :dim] = q[:, off : off + dim]
+        return r, np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
     if body["kind"] == "planar":
         r = np.zeros((n, 3))
         r[:, :2] = q[:, off : off + 2]

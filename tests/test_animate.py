@@ -227,3 +227,18 @@ def test_simulate_records_geometry_and_the_cli_animates_it(tmp_path):
     assert res.output.startswith("error: cannot write")
     res = runner.invoke(main, [*args, "--size", "big"])
     assert res.exit_code == 1 and "--size 'big': write WIDTHxHEIGHT" in res.output
+
+
+def test_point_mass_bodies_are_drawn_at_their_position():
+    """A planar point mass (IFToMM A01) has kind ``planar_point`` and q = [x, y] only:
+    its attachment point is its position, and the distance element's ground point is
+    the pivot (0, 0); both ends of the rod are 1 m apart at q0."""
+    module = import_generated(GENERATED / "iftomm_a01_pendulum.py")
+    geo = geometry.describe(module, module.P_DEFAULT)
+    assert [b["kind"] for b in geo["bodies"]] == ["planar_point"]
+    q0 = np.asarray(module.Q0, dtype=float)
+    r, A = geometry.frames(geo["bodies"][0], q0[None, :])
+    assert np.allclose(r[0, :2], q0[:2], atol=TOL) and np.allclose(A[0], np.eye(3))
+    pts = [x for xs in _world_points(module, q0).values() for x in xs]
+    assert any(np.linalg.norm(x) < TOL for x in pts)
+    assert any(abs(np.linalg.norm(x) - 1.0) < TOL for x in pts)

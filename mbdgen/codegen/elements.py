@@ -211,6 +211,7 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
         "CONSTRAINT_NAMES": pack_names(list(mech.constraint_names)),
         "REACTION_NAMES": pack_names(list(esys.reaction_names)),
         "BODY_NAMES": pack_names([b.name for b in mech.bodies]),
+        "BODY_KINDS": pack_names([f"{b.kind}_point" if b.point else b.kind for b in mech.bodies]),
         "ELEMENT_NAMES": pack_names([e.name for e in mech.elements]),
         "P_DEFAULT": np.array([float(v) for v in mech.parameters.values()], dtype=np.float64),
         "Q0": np.array(mech.q0, dtype=np.float64),
