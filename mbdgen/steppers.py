@@ -524,7 +524,9 @@ class HHT(AccelerationState):
 
     def _setup(self) -> None:
         run = self.run
-        self.ws = hht.workspace(run.n, run.m, nd=run.nd, n_params=run.p.size - run.nd)
+        self.ws = hht.workspace(
+            run.n, run.m, nd=run.nd, n_params=run.p.size - run.nd, active=run.removed.active
+        )
 
     def control(self) -> np.ndarray:
         """The runtime's ``ctrl`` vector for the options."""
@@ -675,7 +677,14 @@ class ErrorControlled:
         run = self.run
         t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         t_out[-1] = min(t_out[-1], run.t_end)
-        self.ws = hht.workspace(run.n, run.m, t_out, nd=run.nd, n_params=run.p.size - run.nd)
+        self.ws = hht.workspace(
+            run.n,
+            run.m,
+            t_out,
+            nd=run.nd,
+            n_params=run.p.size - run.nd,
+            active=run.removed.active,
+        )
         o, f = run.options, self.ws.fstate
         span = run.t_end - run.t0
         h_max = o["h_max"] if o["h_max"] is not None else span
@@ -842,7 +851,7 @@ class NewmarkGCP(AccelerationState):
             raise MbdgenError(
                 f"newmark_gcp cannot run a mechanism with redundant constraints "
                 f"({', '.join(run.removed.names)} depend on the other rows): partitioning "
-                "needs independent rows; use hht or genalpha"
+                "needs independent rows; use hht or genalpha, which leave those rows out"
             )
         phi_q = np.zeros((m, n))
         run.module.phi_q(run.t0, run.x[:n], run.p, phi_q)

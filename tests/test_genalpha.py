@@ -263,7 +263,7 @@ def _discretized_residual(module, z, x, a, t1, h, ctrl):
     c = (1.0 - alpha_f) / (1.0 - alpha_m)
     e = np.zeros(n + m)
     rt.residual(n, m, 0.0, beta * h * h * c, ws[0], ws[1], ws[2], ws[3], z[:n].copy(),
-                z[n:].copy(), np.zeros(n), e)  # fmt: skip
+                z[n:].copy(), np.zeros(n), ws.active, e)  # fmt: skip
     return e, q1, qd1, ws
 
 
@@ -291,7 +291,7 @@ def test_iteration_matrix_equals_finite_differences_of_the_residual(moving, rho_
     rt.iteration_matrix(
         module.mass_a_q, module.phi_q_lam_q, module.force_q, module.force_qd, n, m, t1,
         q1, qd1, z[:n].copy(), z[n:].copy(), module.P_DEFAULT, 0.0, beta * h * h * c,
-        gamma_nm * h * c, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], A,
+        gamma_nm * h * c, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], ws1.active, A,
     )  # fmt: skip
     fd = central_jacobian(lambda zz: _discretized_residual(module, zz, x, a, t1, h, ctrl)[0], z)
     difference = np.abs(A - fd).max() / np.abs(A).max()

@@ -185,7 +185,7 @@ def _discretized_residual(module, z, x, r_prev, t1, h, alpha):
     module.dynamics(t1, q1, qd1, module.P_DEFAULT, *ws[:6])
     e = np.zeros(n + m)
     rt.residual(n, m, alpha, beta * h * h, ws[0], ws[1], ws[2], ws[3], z[:n].copy(),
-                z[n:].copy(), r_prev, e)  # fmt: skip
+                z[n:].copy(), r_prev, ws.active, e)  # fmt: skip
     return e, q1, qd1, ws
 
 
@@ -213,7 +213,7 @@ def test_iteration_matrix_equals_finite_differences_of_the_residual(moving):
     rt.iteration_matrix(
         module.mass_a_q, module.phi_q_lam_q, module.force_q, module.force_qd, n, m, t1,
         q1, qd1, z[:n].copy(), z[n:].copy(), module.P_DEFAULT, alpha, beta * h * h,
-        gamma_nm * h, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], A,
+        gamma_nm * h, ws1[0], ws1[3], ws1[9], ws1[10], ws1[11], ws1[12], ws1.active, A,
     )  # fmt: skip
     fd = central_jacobian(
         lambda zz: _discretized_residual(module, zz, x, r_prev, t1, h, alpha)[0], z

@@ -323,14 +323,25 @@ class Workspace(NamedTuple):
     fxqd: np.ndarray  # f_q̇ (nd × n)
     fxx: np.ndarray  # f_X (nd × nd)
     qx: np.ndarray  # Q_X (n × nd)
+    active: np.ndarray  # (m,) 1.0 for an enforced row, 0.0 for a removed redundant row
 
 
 def workspace(
-    n: int, m: int, t_out: np.ndarray | None = None, nd: int = 0, n_params: int = 0
+    n: int,
+    m: int,
+    t_out: np.ndarray | None = None,
+    nd: int = 0,
+    n_params: int = 0,
+    active: np.ndarray | None = None,
 ) -> Workspace:
     """Preallocated arrays for :func:`index3_chunk`; ``t_out`` the output times of an
-    error-controlled run; ``nd`` user states after ``n_params`` parameters in p."""
+    error-controlled run; ``nd`` user states after ``n_params`` parameters in p;
+    ``active`` (m,) weights 1.0 for the constraint rows to enforce and 0.0 for the
+    redundant rows left out (their equation becomes λ_i = 0), default all 1.0."""
     N = n + m + nd
+    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64).copy()
+    if weights.shape != (m,):
+        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
     return Workspace(
         mass=np.zeros((n, n)),
         force=np.zeros(n),
@@ -370,6 +381,7 @@ def workspace(
         fxqd=np.zeros((nd, n)),
         fxx=np.zeros((nd, nd)),
         qx=np.zeros((n, nd)),
+        active=weights,
     )
 
 
@@ -383,10 +395,11 @@ def newmark(n, h, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1):
 
 
 @njit(cache=True, inline="always")
-def residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, e):
+def residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, active, e):
     """e = [e1; e2] of Negrut et al. 2007, Eq. 13, from M, Q, Φ, Φ_q at (q_{n+1}, t_{n+1}).
 
-    ``r_prev`` = (Φ_qᵀλ − Q)_n; ``bh2`` = βh².
+    ``r_prev`` = (Φ_qᵀλ − Q)_n; ``bh2`` = βh².  A removed redundant row (``active[i]``
+    = 0) has the equation λ_i = 0 instead of Φ_i/(βh²) = 0.
     """
     c = 1.0 / (1.0 + alpha)
     for i in range(n):
@@ -397,7 +410,8 @@ def residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, e):
             s += phi_q[j, i] * lam1[j]
         e[i] = s
     for i in range(m):
-        e[n + i] = phi[i] / bh2
+        w = active[i]
+        e[n + i] = w * phi[i] / bh2 + (1.0 - w) * lam1[i]
 
 
 @njit(cache=True, inline="always")
@@ -442,13 +456,15 @@ def iteration_matrix(
     plq,
     fq,
     fqd,
+    active,
     A,
 ):
     """The Newton matrix of Negrut et al. 2007, Eq. 12 (M̂ of Eq. 14), into ``A``.
 
     ``mass``, ``phi_q`` are M and Φ_q at (q_{n+1}, t); the four Jacobian blocks are
     evaluated here from the generated kernels (``maq``, ``plq``, ``fq``, ``fqd`` are
-    their work arrays).  ``bh2`` = βh², ``gh`` = γh.
+    their work arrays).  ``bh2`` = βh², ``gh`` = γh.  The row of a removed redundant
+    constraint (``active[i]`` = 0) is that of λ_i = 0.
     """
     mass_a_q(t, q1, qdd1, p, maq)
     phi_q_lam_q(t, q1, lam1, p, plq)
@@ -459,11 +475,13 @@ def iteration_matrix(
         for j in range(n):
             A[i, j] = c * mass[i, j] + (c * maq[i, j] + plq[i, j] - fq[i, j]) * bh2 - fqd[i, j] * gh
     for i in range(m):
+        w = active[i]
         for j in range(n):
-            A[n + i, j] = phi_q[i, j]
+            A[n + i, j] = w * phi_q[i, j]
             A[j, n + i] = phi_q[i, j]
         for j in range(m):
             A[n + i, n + j] = 0.0
+        A[n + i, n + i] = 1.0 - w
 
 
 # The states' steps below are plain (not Numba-inlined) functions: they take no kernels,
@@ -928,12 +946,14 @@ def index3_chunk(
                     A[i, j] = mass[i, j]
                 b[i] = force[i]
             for i in range(m):
+                w = ws.active[i]  # a removed redundant row: λ_i = 0
                 for j in range(n):
-                    A[n + i, j] = phi_q[i, j]
+                    A[n + i, j] = w * phi_q[i, j]
                     A[j, n + i] = phi_q[i, j]
                 for j in range(m):
                     A[n + i, n + j] = 0.0
-                b[n + i] = gam[i]
+                A[n + i, n + i] = 1.0 - w
+                b[n + i] = w * gam[i]
             state[S_JAC_VALID] = 0
             factor = True
         else:
@@ -1034,7 +1054,7 @@ def index3_chunk(
                 _cut(state, fstate, hs, _FAIL_NEWTON)
                 phase = _PH_NEXT
                 continue
-            residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, b)
+            residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, ws.active, b)
             for i in range(nd):
                 b[NM + i] = xd1[i] - rate[i]  # e3 = d = Ẋ − f (Eq. 13)
             for i in range(N):
@@ -1042,7 +1062,7 @@ def index3_chunk(
             if full_newton or state[S_JAC_VALID] == 0:
                 iteration_matrix(
                     mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, t1, q1, qd1, qdd1, lam1,
-                    pk, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, A,
+                    pk, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, ws.active, A,
                 )  # fmt: skip
                 if nd > 0:
                     state_matrix(
