@@ -124,6 +124,25 @@ def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
     click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
 
 
+def _compile(model: str, out_dir: str) -> object:
+    """``mbdgen.compile`` that says on stderr when it generates a module (seconds to
+    minutes) and how long that took; an up-to-date module is imported silently."""
+    import time
+
+    from mbdgen.compiler import compile as compile_model
+    from mbdgen.compiler import generated_path, stale_reason
+
+    target = generated_path(model, out_dir)
+    reason = stale_reason(model, target) if Path(model).is_file() else None
+    if reason is None:
+        return compile_model(model, out_dir)
+    click.echo(f"compiling {model} -> {target} ({reason}) ...", err=True)
+    start = time.perf_counter()
+    module = compile_model(model, out_dir)
+    click.echo(f"compiled in {time.perf_counter() - start:.1f} s", err=True)
+    return module
+
+
 def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, float]:
     """``NAME=VALUE`` items of a repeated option (``flag`` names it in the messages)."""
     params: dict[str, float] = {}
@@ -205,7 +224,7 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
 @click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
-@click.option("-o", "--output", default=None, help="Result file (.npz or .csv).")
+@click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv).")
 @click.option("--plot", "plot_path", default=None, help="Also write a plot (.png, .pdf, .svg).")
 @click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
@@ -255,7 +274,6 @@ def simulate(
     """Compile MODEL if needed and integrate it from its initial state."""
     import warnings
 
-    from mbdgen.compiler import compile as compile_model
     from mbdgen.methods import get_method
     from mbdgen.plot import PLOT_SUFFIXES
     from mbdgen.results import check_destination
@@ -270,7 +288,7 @@ def simulate(
         check_destination(output)
     if plot_path:
         check_destination(plot_path, PLOT_SUFFIXES)
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     callback = None
@@ -371,13 +389,12 @@ def info(model: str, out_dir: str) -> None:
     import numpy as np
 
     from mbdgen.analysis.assembly import RANK_TOL, dependent_rows, redundant_rows
-    from mbdgen.compiler import compile as compile_model
     from mbdgen.inputs import parameter_vector
     from mbdgen.model.elements import Mechanism, element_type
     from mbdgen.model.loader import load_model
 
     mdl = load_model(model)
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     click.echo(f"model {mdl.name}: {mdl.description}")
     if isinstance(mdl, Mechanism):
@@ -441,9 +458,8 @@ def info(model: str, out_dir: str) -> None:
 def assemble_cmd(model: str, hold: tuple[str, ...], params: tuple[str, ...], out_dir: str) -> None:
     """Consistent initial positions, velocities, accelerations and multipliers of MODEL."""
     from mbdgen.analysis.assembly import assemble
-    from mbdgen.compiler import compile as compile_model
 
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     a = assemble(module, hold=hold, params=_parse_params(params))
     click.echo(
         f"{module.MODEL_NAME}: assembled in {a.iterations} Newton iteration(s), "
@@ -471,7 +487,7 @@ def _time_options(f: Callable[..., None]) -> Callable[..., None]:
             click.option(
                 "-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE."
             ),
-            click.option("-o", "--output", default=None, help="Result file (.npz or .csv)."),
+            click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv)."),
             click.option(
                 "--out-dir", default="generated", show_default=True, help="Generated modules."
             ),
@@ -513,9 +529,8 @@ def kinematics_cmd(
 ) -> None:
     """Kinematic analysis of a driven MODEL: q, q̇, q̈ from Φ = 0, Φ_q q̇ = ν, Φ_q q̈ = γ."""
     from mbdgen.analysis.kinematics import kinematics
-    from mbdgen.compiler import compile as compile_model
 
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     r = _kinematic_run(
         lambda: kinematics(module, t_end, h, steps=steps, t0=t0, params=_parse_params(params)),
         output,
@@ -560,9 +575,8 @@ def inverse_cmd(
 ) -> None:
     """Inverse dynamics of a driven MODEL: multipliers and driving forces along its motion."""
     from mbdgen.analysis.inverse import inverse_dynamics
-    from mbdgen.compiler import compile as compile_model
 
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     rows = [int(d) if d.isdigit() else d for d in drivers] or None
     r = _kinematic_run(
         lambda: inverse_dynamics(
@@ -619,9 +633,8 @@ def equilibrium_cmd(
 ) -> None:
     """An equilibrium configuration of MODEL near its q0."""
     from mbdgen.analysis.equilibrium import equilibrium
-    from mbdgen.compiler import compile as compile_model
 
-    module = compile_model(model, out_dir)
+    module = _compile(model, out_dir)
     e = equilibrium(
         module, method=method, t=t, damping=damping, gtol=gtol, params=_parse_params(params)
     )
@@ -686,6 +699,78 @@ def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -
 
         Path(output).write_text(json.dumps(results, indent=2))
         click.echo(f"wrote {output}")
+
+
+# --------------------------------------------------------------------------------------
+# Results: show and plot a saved result (.npz, .h5; show also reads .csv)
+# --------------------------------------------------------------------------------------
+
+
+def _show_csv(path: Path, final: bool) -> None:
+    """Summary of a CSV result: its columns, rows and time span (CSV has no metadata)."""
+    import numpy as np
+
+    try:
+        header = path.open(encoding="utf-8").readline().strip().split(",")
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise MbdgenError(f"cannot read {str(path)!r} as an mbdgen CSV table: {exc}") from None
+    if not header or header[0] != "t" or (data.size and data.shape[1] != len(header)):
+        raise MbdgenError(f"{str(path)!r} is not an mbdgen CSV result (no 't' column first)")
+    rows = data.shape[0] if data.size else 0
+    span = f", t = {data[0, 0]:.6g} .. {data[-1, 0]:.6g}" if rows else ""
+    click.echo(f"CSV result {path} (no metadata; save as .npz or .h5 to keep it)")
+    click.echo(f"  rows: {rows}{span}")
+    click.echo(
+        f"  columns ({len(header)}): {', '.join(header[:12])}"
+        + (" ..." if len(header) > 12 else "")
+    )
+    if final and rows:
+        for name, value in zip(header, data[-1], strict=True):
+            click.echo(f"    {name:<24} {value:.10g}")
+
+
+@main.command("show")
+@click.argument("result_file", type=click.Path(dir_okay=False))
+@click.option("--final", is_flag=True, help="Also print the last row's values (q, q̇, X, λ).")
+def show_cmd(result_file: str, final: bool) -> None:
+    """Print a summary of a saved result (.npz, .h5 or .csv): model, method and
+    settings, rows and time span, status, counters, ‖Φ‖."""
+    path = Path(result_file)
+    if path.suffix.lower() == ".csv" and path.is_file():
+        _show_csv(path, final)
+        return
+    from mbdgen.results import load
+
+    click.echo(load(path).summary(final=final))
+
+
+@main.command("plot")
+@click.argument("result_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--what",
+    default="q,phi",
+    show_default=True,
+    help="Comma-separated: q, qd, energy, phi, lam, reactions, steps.",
+)
+@click.option("--coords", default=None, help="Comma-separated coordinates or bodies to show.")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    help="Figure file (.png, .pdf, .svg); default: RESULT_FILE with .png.",
+)
+def plot_cmd(result_file: str, what: str, coords: str | None, output: str | None) -> None:
+    """Plot a saved result (.npz or .h5): one panel per body or quantity, units on the
+    axes, ‖Φ‖ on a log axis, reactions by joint, step size and Newton iterations."""
+    from mbdgen.plot import parse_what, plot_result
+    from mbdgen.results import load
+
+    parse_what(what)  # a typo fails before the file is read
+    result = load(result_file)
+    target = output or str(Path(result_file).with_suffix(".png"))
+    chosen = [c.strip() for c in coords.split(",") if c.strip()] if coords else None
+    click.echo(f"wrote {plot_result(result, target, what=what, coords=chosen)}")
 
 
 if __name__ == "__main__":  # pragma: no cover
