@@ -322,15 +322,20 @@ def plot_result(
                 torques = [c for c in columns.columns if c.startswith("T")]
                 handles = [ax.plot(t, columns[c], lw=1.0, label=c)[0] for c in forces]
                 ax.set_ylabel("force [N]")
-                right = ax.twinx()
+                title = f"reaction {row} (global frame)"
+                if not any(np.any(columns[c]) for c in torques):  # a pin: no torque
+                    torques = []
+                    title += ", torque identically 0"
+                right = ax.twinx() if torques else ax
                 for j, c in enumerate(torques):
                     color = f"C{len(forces) + j}"
                     handles.append(
                         right.plot(t, columns[c], lw=1.0, ls="--", label=c, color=color)[0]
                     )
-                right.set_ylabel("torque [N·m] (dashed)")
+                if torques:
+                    right.set_ylabel("torque [N·m] (dashed)")
                 ax.legend(handles=handles, loc="upper right", fontsize="small", ncol=6)
-                ax.set_title(f"reaction {row} (global frame)", fontsize="medium", loc="left")
+                ax.set_title(title, fontsize="medium", loc="left")
 
             panels.add(draw_reaction)
 
