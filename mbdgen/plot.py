@@ -296,7 +296,9 @@ def plot_result(
         for i, name in enumerate(names):
             joints.setdefault(name.split("[", 1)[0], []).append(i)
         if not m:
-            raise MbdgenError("the model has no constraints: no λ to plot")
+            raise MbdgenError(
+                "this result has no multipliers λ (no constraints, or a kinematic analysis)"
+            )
         for joint, idx in panels.capped(list(joints.items()), "joints (λ)"):
 
             def draw_lam(ax, joint=joint, idx=idx):

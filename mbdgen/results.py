@@ -308,7 +308,7 @@ class Result:
 
     def _settings(self) -> str:
         info = self.info
-        text = f"{info.get('method', '?')}"
+        text = f"{info.get('method') or info.get('analysis') or '?'}"
         if info.get("order") is not None:
             text += f" k={info['order']}"
         if info.get("h") is not None:
@@ -349,7 +349,7 @@ class Result:
             lines.append("  rows: 0")
         lines.append(
             f"  coordinates ({len(self.coordinates)}): {_shorten(self.coordinates)}; "
-            f"constraints: {self.lam.shape[1]}"
+            f"multipliers λ: {self.lam.shape[1]}"
             + (f"; states: {', '.join(self.state_names)}" if self.state_names else "")
         )
         keys = [
