@@ -42,6 +42,8 @@ STEP_HISTORY_COLUMNS = ("t", "steps", "h_mean", "order", "newton_iterations", "r
 PLANAR_REACTION = ("Fx", "Fy", "Tz")
 SPATIAL_REACTION = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz")
 _HDF5_MAGIC = b"\x89HDF"
+#: Longest string written as one readable HDF5 attribute (see ``Result._save_h5``).
+_MAX_ATTRIBUTE_CHARS = 4096
 #: Format tag and version written into HDF5 results (root attributes).
 HDF5_FORMAT = "mbdgen-result"
 HDF5_FORMAT_VERSION = 1
@@ -507,10 +509,13 @@ class Result:
     def _save_h5(self, fh: IO[bytes]) -> None:
         """HDF5: arrays as datasets with column names and units, metadata as attributes.
 
-        The root's ``meta`` attribute holds the same JSON as an ``.npz`` (what
+        The string dataset ``meta`` holds the same JSON as an ``.npz`` (what
         :func:`load` reads); the readable copies are root attributes (format, model,
         model hash, mbdgen version, method, status, settings) and the attributes of the
-        groups ``counters`` and ``parameters`` (and ``initial_states``).
+        groups ``counters`` and ``parameters`` (and ``initial_states``).  An attribute
+        is kept short (HDF5 stores small attributes in the object header): a longer
+        value, e.g. the list of re-partition steps of a long GCP run, is cut there and
+        complete in ``meta``.
         """
         import h5py
 
@@ -520,15 +525,16 @@ class Result:
         with h5py.File(fh, "w", track_order=True) as f:
             f.attrs["format"] = HDF5_FORMAT
             f.attrs["format_version"] = HDF5_FORMAT_VERSION
-            f.attrs["mbdgen_version"] = str(info.get("mbdgen_version", __version__))
-            f.attrs["meta"] = json.dumps(self._meta())
+            f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
+            f.create_dataset("meta", data=json.dumps(self._meta()))
             for key, value in info.items():
-                if key in ("parameters", "initial_states"):
+                if key in ("parameters", "initial_states") or value is None:
                     continue
-                if isinstance(value, bool | int | float | str) and value is not None:
-                    f.attrs[key] = value
-                elif value is not None:
-                    f.attrs[key] = json.dumps(value)
+                if not isinstance(value, bool | int | float | str):
+                    value = json.dumps(value)
+                if isinstance(value, str) and len(value) > _MAX_ATTRIBUTE_CHARS:
+                    value = value[:_MAX_ATTRIBUTE_CHARS] + " ... (complete in the meta dataset)"
+                f.attrs[key] = value
             for group, values in (
                 ("counters", self.counters),
                 ("parameters", info.get("parameters", {})),
@@ -721,11 +727,9 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
     try:
         with h5py.File(path, "r") as f:
             names = {k for k, v in f.items() if isinstance(v, h5py.Dataset)}
-            if "meta" in f.attrs:
-                names.add("meta")
             if f.attrs.get("format") != HDF5_FORMAT or not set(_REQUIRED) <= names:
                 raise _missing(where, "an HDF5 file", names)
-            meta = json.loads(str(f.attrs["meta"]))
+            meta = json.loads(f["meta"].asstr()[()])
             arrays = {key: np.asarray(f[key][()]) for key in names if key != "meta"}
     except ResultFileError:
         raise

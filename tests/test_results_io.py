@@ -88,13 +88,15 @@ def test_user_states_round_trip_in_hdf5(tmp_path):
         qdd=np.zeros((rows, 1)), lam=np.zeros((rows, 0)), phi_norm=np.zeros(rows),
         phid_norm=np.zeros(rows), coordinates=("s",), state_names=names,
         states=np.arange(8.0).reshape(rows, 2), state_rates=-np.arange(8.0).reshape(rows, 2),
-        info={"model": "states", "method": "hht", "initial_states": {"e_int": 0.0, "lag": 1.0}},
+        info={"model": "states", "method": "hht", "initial_states": {"e_int": 0.0, "lag": 1.0},
+              "repartitioned_at_steps": list(range(20_000))},  # beyond HDF5's 64 kB attributes
     )  # fmt: skip
     back = mbdgen.load(r.save(tmp_path / "x.h5"))
-    assert_same(r, back)
+    assert_same(r, back)  # the long list too, from the meta dataset
     with h5py.File(tmp_path / "x.h5", "r") as f:
         assert list(f["states"].attrs["columns"]) == list(names)
         assert dict(f["initial_states"].attrs) == {"e_int": 0.0, "lag": 1.0}
+        assert f.attrs["repartitioned_at_steps"].endswith("(complete in the meta dataset)")
 
 
 def test_hdf5_write_is_atomic_and_bad_files_are_named(planar, tmp_path, monkeypatch):
