@@ -279,3 +279,16 @@ def test_a_command_that_compiles_says_so(tmp_path):
     assert "compiling" in first.stderr and "compiled in" in first.stderr
     again = CliRunner().invoke(main, ["info", str(model), "--out-dir", str(tmp_path)])
     assert again.exit_code == 0 and "compiling" not in again.stderr
+
+
+def test_console_entry_keeps_output_and_exit_codes(planar, tmp_path):
+    """`mbdgen` ends with os._exit after flushing (no interpreter teardown, §6): what it
+    printed reaches a pipe whole, and the exit codes are those of `main`."""
+    path = planar.save(tmp_path / "r.h5")
+    cli = [sys.executable, "-m", "mbdgen.cli"]
+    ok = subprocess.run([*cli, "show", str(path), "--final"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == planar.summary(final=True) + "\n"
+    bad = subprocess.run([*cli, "show", str(tmp_path / "none.h5")], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr == f"error: result file {str(tmp_path / 'none.h5')!r} does not exist\n"
