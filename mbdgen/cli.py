@@ -487,7 +487,9 @@ def _time_options(f: Callable[..., None]) -> Callable[..., None]:
             click.option(
                 "-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE."
             ),
-            click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv)."),
+            click.option(
+                "-o", "--output", default=None, help="Result file (.npz, .csv; kinematics: .h5)."
+            ),
             click.option(
                 "--out-dir", default="generated", show_default=True, help="Generated modules."
             ),
