@@ -30,9 +30,10 @@ ARRAYS = (
 
 @pytest.fixture(scope="module")
 def planar():
-    """The slider-crank as planar bodies (element path: energy, reactions), with
-    HHT-α under error control so that the step history varies."""
-    module = import_generated(GENERATED / "slider_crank_planar.py")
+    """The slider-crank as planar bodies with a spring (element path: energy,
+    reactions; its index-3 entry point is JIT-compiled by test_hht too), with HHT-α
+    under error control so that the step history varies."""
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
     return mbdgen.simulate(module, "hht_adaptive", None, 0.01, 0.2)
 
 
@@ -67,10 +68,10 @@ def test_hdf5_metadata_are_attributes(planar, tmp_path):
     path = planar.save(tmp_path / "r.hdf5")
     with h5py.File(path, "r") as f:
         assert f.attrs["format"] == "mbdgen-result"
-        assert f.attrs["model"] == "slider_crank_planar"
+        assert f.attrs["model"] == "slider_crank_tsda"
         assert f.attrs["method"] == "hht_adaptive"
         assert f.attrs["mbdgen_version"] == mbdgen.__version__
-        module = import_generated(GENERATED / "slider_crank_planar.py")
+        module = import_generated(GENERATED / "slider_crank_tsda.py")
         assert f.attrs["model_hash"] == module.SOURCE_HASH
         assert f.attrs["hht_alpha"] == planar.info["hht_alpha"]
         assert f["counters"].attrs["steps"] == planar.counters["steps"]
@@ -141,10 +142,10 @@ def test_dataframe_columns_and_values(planar):
 def test_print_is_a_short_summary(planar):
     text = str(planar)
     assert len(text.splitlines()) <= 10 and "[" not in text.split("\n", 1)[0]
-    for word in ("slider_crank_planar", "hht_adaptive", f"rows: {len(planar)}", "finished"):
+    for word in ("slider_crank_tsda", "hht_adaptive", f"rows: {len(planar)}", "finished"):
         assert word in text
     assert f"steps {planar.counters['steps']}" in text
-    assert repr(planar).startswith("<Result slider_crank_planar: hht_adaptive")
+    assert repr(planar).startswith("<Result slider_crank_tsda: hht_adaptive")
     assert len(repr(planar)) < 200
     final = planar.summary(final=True)
     assert f"{planar.q[-1, 2]:.10g}" in final
@@ -152,7 +153,7 @@ def test_print_is_a_short_summary(planar):
 
 @pytest.mark.filterwarnings("ignore::mbdgen.simulation.ConstraintWarning")  # 5 steps of HHT
 def test_reactions_are_labelled_and_named_before_first_use(planar, spatial):
-    module = import_generated(GENERATED / "slider_crank_planar.py")
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
     fresh = mbdgen.simulate(module, "hht", None, 1e-3, 0.005)
     assert fresh._reactions is None  # not computed yet ...
     assert fresh.reaction_names == module.REACTION_NAMES  # ... but already named
@@ -174,13 +175,12 @@ def test_reactions_are_labelled_and_named_before_first_use(planar, spatial):
     assert spatial.reaction(name).columns == ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz")
 
 
-def test_step_history_does_not_change_the_solution(monkeypatch):
+def test_step_history_does_not_change_the_solution(pendulum, monkeypatch):
     """The driver cuts an error-controlled run into ~HISTORY_ROWS chunks to record
     the step sizes; the integrator state carries over, so q is bit-identical."""
-    module = import_generated(GENERATED / "slider_crank_planar.py")
-    fine = mbdgen.simulate(module, "vabm", None, 0.01, 0.3, alpha=5, beta=5)
+    fine = mbdgen.simulate(pendulum, "vabm", None, 0.01, 0.3)
     monkeypatch.setattr(simulation, "HISTORY_ROWS", 1)
-    coarse = mbdgen.simulate(module, "vabm", None, 0.01, 0.3, alpha=5, beta=5)
+    coarse = mbdgen.simulate(pendulum, "vabm", None, 0.01, 0.3)
     np.testing.assert_array_equal(fine.q, coarse.q)
     assert len(fine.step_history) > len(coarse.step_history)
     steps = fine.step_history[:, STEP_HISTORY_COLUMNS.index("steps")]
@@ -232,13 +232,13 @@ def test_cli_h5_show_and_plot(tmp_path):
     out = tmp_path / "sc.h5"
     res = runner.invoke(
         main,
-        ["simulate", str(MODELS / "slider_crank_planar.py"), "--method", "hht", "--h", "1e-3",
+        ["simulate", str(MODELS / "slider_crank_tsda.py"), "--method", "hht", "--h", "1e-3",
          "--t-end", "0.01", "-o", str(out), "--no-progress"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["show", str(out), "--final"])
     assert res.exit_code == 0, res.output
-    assert "result of slider_crank_planar: hht" in res.output and "rows: 11" in res.output
+    assert "result of slider_crank_tsda: hht" in res.output and "rows: 11" in res.output
     assert "final values at t = 0.01" in res.output and "rod_phi" in res.output
     fig = tmp_path / "fig.png"
     res = runner.invoke(main, ["plot", str(out), "--what", "q,energy,steps", "-o", str(fig)])
