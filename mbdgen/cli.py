@@ -143,6 +143,38 @@ def _compile(model: str, out_dir: str) -> object:
     return module
 
 
+#: Seconds of silence after which a command says that it is compiling.
+SLOW_NOTICE_S = 2.0
+
+
+class _SlowNotice:
+    """Say ``message`` on stderr when the work inside the ``with`` takes longer than
+    ``after`` seconds, as a Numba compilation of a model's kernels or integrator does
+    the first time (seconds to minutes; cached afterwards); silent otherwise."""
+
+    def __init__(self, message: str, after: float | None = None) -> None:
+        import threading
+
+        self.message = message
+        self.said = False
+        self.timer = threading.Timer(SLOW_NOTICE_S if after is None else after, self._say)
+        self.timer.daemon = True
+
+    def _say(self) -> None:
+        self.said = True
+        click.echo(self.message, err=True)
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+    def __enter__(self) -> _SlowNotice:
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, float]:
     """``NAME=VALUE`` items of a repeated option (``flag`` names it in the messages)."""
     params: dict[str, float] = {}
@@ -291,17 +323,22 @@ def simulate(
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
-    callback = None
+    notice = _SlowNotice(
+        f"{module.MODEL_NAME}: compiling the {method} integrator for this model (Numba; "
+        "first run only, cached for the next) ..."
+    )
     if show:
         bar = click.progressbar(length=1000, label=f"{module.MODEL_NAME} t", file=sys.stderr)
         bar.__enter__()
 
-        def callback(t: float, t_final: float) -> None:
+    def callback(t: float, t_final: float) -> None:
+        notice.cancel()  # stepping: whatever had to compile has compiled
+        if bar is not None:
             bar.update(int(1000 * t / t_final) - bar.pos)
 
     caught: list[warnings.WarningMessage] = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with notice, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConstraintWarning)
             result = run(
                 module,
@@ -431,8 +468,9 @@ def info(model: str, out_dir: str) -> None:
     q0 = np.array(module.Q0, dtype=float)
     phi_q = np.zeros((m, n))
     phi0 = np.zeros(m)
-    module.phi_q(0.0, q0, p, phi_q)
-    module.phi(0.0, q0, p, phi0)
+    with _SlowNotice(f"{module.MODEL_NAME}: compiling Φ and Φ_q (Numba; first run only) ..."):
+        module.phi_q(0.0, q0, p, phi_q)
+        module.phi(0.0, q0, p, phi0)
     rank, redundant = redundant_rows(phi_q)
     click.echo(f"rank of Φ_q at q0: {rank} of {m} constraints (tolerance {RANK_TOL:g}·‖Φ_q‖)")
     click.echo(f"degrees of freedom: {n - rank}")
