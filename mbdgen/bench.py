@@ -64,6 +64,9 @@ ORDER = 4
 GOAL_HANDWRITTEN_RATIO = 1.3  # mbdgen / hand-written, at most
 GOAL_LAMBDIFY_SPEEDUP = 50.0  # lambdify / mbdgen, at least
 GOAL_WARM_START_S = 2.0  # process start to end of the first step, at most
+GOAL_WARM_CLI_S = 0.5  # `mbdgen simulate` of one step, compiled model, warm cache, at most
+#: Packages the everyday `mbdgen simulate` must not import (issue 12, §6).
+HEAVY_PACKAGES = ("sympy", "matplotlib", "pandas", "h5py", "jinja2")
 
 # Sizes of the hand-written kernel, compile-time constants for Numba.
 _N = 4  # coordinates
@@ -504,6 +507,49 @@ def _run_child(model: Path, out_dir: Path, cache_dir: Path, method: str) -> dict
     return data
 
 
+def warm_cli(
+    model: Path, out_dir: Path, cache_dir: Path, method: str = "abm", repeats: int = 3
+) -> dict[str, Any]:
+    """Wall time of the everyday command, ``mbdgen simulate MODEL`` of one step, in a
+    fresh process whose module and Numba cache are warm (best of ``repeats`` after one
+    untimed run), and the heavy packages that process imported.
+
+    One step makes the process time the time to the first step plus the CLI's exit.
+    """
+    args = [sys.executable, "-m", "mbdgen.cli", "simulate", str(model), "--out-dir", str(out_dir)]
+    args += ["--method", method, "--h", repr(H), "--t-end", repr(H), "--no-progress"]
+    if method == "abm":
+        args += ["--alpha", repr(ALPHA), "--beta", repr(BETA)]
+    env = dict(os.environ)
+    env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    probe = "import sys, runpy; sys.argv = ['mbdgen'] + sys.argv[1:]\n"
+    probe += "import atexit, json\n"
+    probe += "atexit.register(lambda: print('MODULES ' + json.dumps(sorted(m for m in "
+    probe += f"{list(HEAVY_PACKAGES)!r} if m in sys.modules))))\n"
+    probe += "runpy.run_module('mbdgen.cli', run_name='__main__')\n"
+    times = []
+    modules: list[str] = []
+    for i in range(repeats + 1):
+        cmd = args if i else [sys.executable, "-c", probe, *args[3:]]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=model.parent, env=env, capture_output=True, text=True)
+        elapsed = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"benchmark CLI run failed:\n{proc.stderr[-3000:]}")
+        if i:
+            times.append(elapsed)
+        else:
+            line = [x for x in proc.stdout.splitlines() if x.startswith("MODULES ")][-1]
+            modules = json.loads(line[len("MODULES ") :])
+    return {
+        "warm_cli_s": min(times),
+        "warm_cli_repeats": len(times),
+        "warm_cli_heavy_imports": modules,
+        "goal_warm_cli_s": GOAL_WARM_CLI_S,
+        "pass_warm_cli": bool(min(times) < GOAL_WARM_CLI_S),
+    }
+
+
 def cold_warm(warm_repeats: int = 2, method: str = "abm") -> dict[str, Any]:
     """Time a cold compile and warm starts in subprocesses with an empty Numba cache.
 
@@ -523,8 +569,10 @@ def cold_warm(warm_repeats: int = 2, method: str = "abm") -> dict[str, Any]:
         cache = base / "numba-cache"
         cold = _run_child(model, out_dir, cache, method)
         warms = [_run_child(model, out_dir, cache, method) for _ in range(max(1, warm_repeats))]
+        cli = warm_cli(model, out_dir, cache, method, repeats=max(1, warm_repeats))
     warm = min(warms, key=lambda d: d["start_to_first_step_s"])
     return {
+        **cli,
         "cold_total_s": cold["start_to_first_step_s"],
         "cold_generate_s": cold["compile_s"],
         "cold_jit_s": cold["first_step_s"],
@@ -703,6 +751,8 @@ def report(results: dict[str, Any]) -> str:
         f"warm start (process start to end of first step): {r['warm_total_s']:.2f} s "
         f"(interpreter {r['warm_interpreter_start_s']:.2f} s, import + compile check "
         f"{r['warm_import_compile_s']:.2f} s, first step {r['warm_first_step_s']:.2f} s)",
+        f"warm CLI (`mbdgen simulate`, one step, process wall time): {r['warm_cli_s']:.2f} s; "
+        f"heavy imports: {', '.join(r['warm_cli_heavy_imports']) or 'none'}",
         f"warm cache: {r['warm_cache_hits']} hit(s), {r['warm_cache_misses']} miss(es), "
         f"{r['warm_numba_compilations']} Numba compilation(s); sympy imported: "
         f"{r['warm_imports_sympy']}",
@@ -716,6 +766,8 @@ def report(results: dict[str, Any]) -> str:
         f"goal  warm start < {r['goal_warm_start_s']:g} s: {r['warm_total_s']:.2f} s  "
         f"{ok(r['pass_warm_start'])}",
         f"goal  warm start compiles nothing: {ok(r['pass_warm_cache'])}",
+        f"goal  warm CLI < {r['goal_warm_cli_s']:g} s: {r['warm_cli_s']:.2f} s  "
+        f"{ok(r['pass_warm_cli'])}",
         "",
         "every registered method (default order, same problem; ratio to hand-written ABM 4):",
         f"{'method':<16}{'order':>6}{'us/step':>10}{'evals/step':>12}{'ratio':>8}",

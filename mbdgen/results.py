@@ -1,4 +1,10 @@
-"""Simulation results: arrays over time plus counters, saved as ``.npz`` or ``.csv``.
+"""Simulation results: arrays over time plus counters, saved as ``.npz``, ``.h5`` or ``.csv``.
+
+The three formats hold the same data: ``.npz`` (NumPy), ``.h5`` (HDF5 through h5py,
+every array a dataset with its column names and units as attributes, and the run's
+metadata — model hash, mbdgen version, method and settings, counters, parameter
+values — as attributes that h5dump and HDFView show) and ``.csv`` (one table, for
+spreadsheets).  :func:`load` reads ``.npz`` and ``.h5`` back into a :class:`Result`.
 
 Saving is atomic: a result is written to a temporary file in the destination's
 folder and renamed over the destination, so an interrupt or a full disk leaves
@@ -22,9 +28,56 @@ from mbdgen.errors import MbdgenError, OutputError, ResultFileError
 from mbdgen.fileio import atomic_write, blocking_file
 
 #: File types :meth:`Result.save` writes.
-RESULT_SUFFIXES = (".npz", ".csv")
+RESULT_SUFFIXES = (".npz", ".h5", ".hdf5", ".csv")
+#: File types :func:`load` reads.
+LOADABLE_SUFFIXES = (".npz", ".h5", ".hdf5")
 #: Arrays every saved ``.npz`` result holds (besides the optional energy, reactions).
 _REQUIRED = ("t", "q", "qd", "qdd", "lam", "phi_norm", "phid_norm", "meta")
+#: Columns of ``Result.step_history``: per chunk of the integration loop, the time
+#: reached, accepted steps so far, the mean step over the chunk, the method's order at
+#: its end (0: not a variable-order method), Newton iterations and rejected steps so far.
+STEP_HISTORY_COLUMNS = ("t", "steps", "h_mean", "order", "newton_iterations", "rejected_steps")
+#: Reaction columns of a planar body's row (force in the plane, torque about z) and of
+#: a spatial body's row, global frame (``frame="body"``: the same in the body frame).
+PLANAR_REACTION = ("Fx", "Fy", "Tz")
+SPATIAL_REACTION = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz")
+_HDF5_MAGIC = b"\x89HDF"
+#: Longest string written as one readable HDF5 attribute (see ``Result._save_h5``).
+_MAX_ATTRIBUTE_CHARS = 4096
+#: Format tag and version written into HDF5 results (root attributes).
+HDF5_FORMAT = "mbdgen-result"
+HDF5_FORMAT_VERSION = 1
+
+
+class Columns(np.ndarray):
+    """A 2-D array whose columns have names: ``r["Fx"]`` is a column, ``r.columns``
+    the names; any other indexing gives a plain :class:`numpy.ndarray`."""
+
+    columns: tuple[str, ...]
+
+    def __new__(cls, data: np.ndarray, columns: tuple[str, ...]) -> Columns:
+        obj = np.asarray(data).view(cls)
+        obj.columns = tuple(columns)
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.columns = getattr(obj, "columns", ())
+
+    def __array_wrap__(self, arr: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        return np.asarray(arr)[()] if return_scalar else np.asarray(arr)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            if key not in self.columns:
+                raise MbdgenError(f"no column {key!r}; the columns are {', '.join(self.columns)}")
+            return np.asarray(self)[:, self.columns.index(key)]
+        return np.asarray(self)[key]
+
+    def to_dataframe(self) -> Any:
+        """The columns as a :class:`pandas.DataFrame`."""
+        import pandas as pd
+
+        return pd.DataFrame(np.asarray(self), columns=list(self.columns))
 
 
 def check_destination(path: str | Path, suffixes: tuple[str, ...] = RESULT_SUFFIXES) -> Path:
@@ -82,6 +135,10 @@ class Result:
     states, state_rates : (N, nd) user differential states X and their rates Ẋ
         (Negrut et al. 2007, Eq. 8a), columns named by ``state_names``; (N, 0) for a
         model without states.
+    step_history : (K, 6) the integration loop's progress per chunk, columns
+        ``STEP_HISTORY_COLUMNS`` (mean step, order, Newton iterations over time).
+
+    ``print(result)`` gives a short summary (:meth:`summary`); ``repr`` one line.
     """
 
     t: np.ndarray
@@ -103,6 +160,9 @@ class Result:
     state_names: tuple[str, ...] = ()
     states: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     state_rates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    step_history: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, len(STEP_HISTORY_COLUMNS)))
+    )
 
     def __post_init__(self) -> None:
         rows = self.t.shape[0]
@@ -172,20 +232,53 @@ class Result:
             )
         return energy
 
-    def reaction(self, name: str, frame: str = "global") -> np.ndarray:
-        """(N, 6) force and torque of reaction row ``name`` (``<joint>.<body>``).
-
-        ``frame`` is ``"global"`` or ``"body"`` (components in the body's frame).
-        """
-        if self.reactions is None or name not in self.reaction_names:
+    def _reaction_row(self, name: str) -> int:
+        names = self.reaction_names
+        if name not in names:  # a joint with one moving body may be named alone
+            matches = [r for r in names if r.split(".", 1)[0] == name]
+            if len(matches) == 1:
+                name = matches[0]
+        if name not in names:
             raise MbdgenError(
-                f"no reaction {name!r}; the reactions are "
-                f"{', '.join(self.reaction_names) or '(none)'}"
+                f"no reaction {name!r}; the reactions are {', '.join(names) or '(none)'}"
             )
+        if self.reactions is None:
+            raise MbdgenError(
+                "the reactions of this result were not computed (too many output rows "
+                "for memory; record fewer rows with output_every)"
+            )
+        return names.index(name)
+
+    def reaction_columns(self, name: str) -> tuple[str, ...]:
+        """Column names of :meth:`reaction` for row ``name``: ``Fx, Fy, Tz`` where the
+        body is planar, ``Fx, Fy, Fz, Tx, Ty, Tz`` where it is spatial."""
+        row = self._reaction_row(name)
+        body = self.reaction_names[row].split(".", 1)[-1]
+        size = self.info.get("bodies", {}).get(body, (0, 0))[1]
+        if size == 3:
+            return PLANAR_REACTION
+        if size == 7:
+            return SPATIAL_REACTION
+        # a file without the body layout: planar rows have Fz = Tx = Ty = 0 exactly
+        off_plane = np.asarray(self.reactions)[:, row, 2:5]
+        return SPATIAL_REACTION if np.any(off_plane) else PLANAR_REACTION
+
+    def reaction(self, name: str, frame: str = "global") -> Columns:
+        """Force and torque of reaction row ``name`` (``<joint>.<body>``, or the joint's
+        name alone where it has one moving body) as labelled columns.
+
+        The reaction is what the joint exerts on the body at the joint point (Haug
+        1989, Eq. 6.6.2 planar, Eq. 11.5.x spatial).  A planar body gives (N, 3)
+        columns ``Fx, Fy, Tz``; a spatial one (N, 6) ``Fx, Fy, Fz, Tx, Ty, Tz``;
+        ``r["Fx"]`` is one column.  ``frame`` is ``"global"`` or ``"body"`` (components
+        in the body's frame).
+        """
         if frame not in ("global", "body"):
             raise MbdgenError(f"frame must be 'global' or 'body', not {frame!r}")
-        cols = slice(0, 6) if frame == "global" else slice(6, 12)
-        return self.reactions[:, self.reaction_names.index(name), cols]
+        row = self._reaction_row(name)
+        columns = self.reaction_columns(name)
+        index = [SPATIAL_REACTION.index(c) + (0 if frame == "global" else 6) for c in columns]
+        return Columns(np.asarray(self.reactions)[:, row, index], columns)
 
     @property
     def ok(self) -> bool:
@@ -213,52 +306,278 @@ class Result:
                 f"no state {name!r}; the states are {', '.join(self.state_names) or '(none)'}"
             ) from None
 
+    # ------------------------------------------------------------------ summaries
+
+    def _settings(self) -> str:
+        info = self.info
+        text = f"{info.get('method') or info.get('analysis') or '?'}"
+        if info.get("order") is not None:
+            text += f" k={info['order']}"
+        if info.get("h") is not None:
+            text += f", h={info['h']:g}"
+        if info.get("constraints") not in (None, "direct"):
+            text += f", {info['constraints']}"
+        if info.get("alpha") or info.get("beta"):
+            text += f" α={info.get('alpha', 0):g} β={info.get('beta', 0):g}"
+        return text
+
+    def __repr__(self) -> str:
+        span = f"t={self.t[0]:g}..{self.t[-1]:g}" if len(self) else "no rows"
+        steps = self.counters.get("steps")
+        return (
+            f"<Result {self.info.get('model', '?')}: {self._settings()}; {len(self)} rows, "
+            f"{span}, {self.info.get('status', 'finished')}"
+            + (f", {steps} steps" if steps is not None else "")
+            + ">"
+        )
+
+    def summary(self, final: bool = False) -> str:
+        """A few lines: model, method and settings, rows and time span, status, the key
+        counters and the constraint residual; ``final`` adds the last row's values."""
+        info, c = self.info, self.counters
+        lines = [f"result of {info.get('model', '?')}: {self._settings()}"]
+        if info.get("model_hash"):
+            lines.append(
+                f"  model hash {str(info['model_hash'])[:16]}, mbdgen "
+                f"{info.get('mbdgen_version', '?')}"
+            )
+        status = info.get("status", "finished")
+        message = info.get("message", "")
+        said = f" ({message})" if message not in ("", status) else ""
+        lines.append(f"  status: {status}{said}")
+        if len(self):
+            lines.append(f"  rows: {len(self)}, t = {self.t[0]:.6g} .. {self.t[-1]:.6g}")
+        else:
+            lines.append("  rows: 0")
+        lines.append(
+            f"  coordinates ({len(self.coordinates)}): {_shorten(self.coordinates)}; "
+            f"multipliers λ: {self.lam.shape[1]}"
+            + (f"; states: {', '.join(self.state_names)}" if self.state_names else "")
+        )
+        keys = [
+            ("steps", "steps"),
+            ("rejected_steps", "rejected"),
+            ("rhs_evaluations", "rhs evaluations"),
+            ("newton_iterations", "Newton iterations"),
+            ("factorizations", "factorizations"),
+            ("repartitions", "re-partitions"),
+        ]
+        shown = [f"{label} {c[k]}" for k, label in keys if c.get(k)]
+        if "wall_time_s" in c:
+            shown.append(f"wall {c['wall_time_s']:.3g} s")
+        if shown:
+            lines.append("  counters: " + ", ".join(shown))
+        if len(self) and self.phi_norm.size:
+            lines.append(
+                f"  ‖Φ‖: max {float(np.max(self.phi_norm)):.3e}, "
+                f"final {float(self.phi_norm[-1]):.3e}"
+            )
+        for text in info.get("warnings", ()) or ():
+            lines.append(f"  warning: {text}")
+        if final and len(self):
+            width = max(len(n) for n in (*self.coordinates, *self.state_names, "t"))
+            lines.append(f"  final values at t = {self.t[-1]:.10g}:")
+            lines.append(f"    {'':<{width}}  {'q':>16}  {'q̇':>16}")
+            for i, name in enumerate(self.coordinates):
+                lines.append(
+                    f"    {name:<{width}}  {self.q[-1, i]:>16.10g}  {self.qd[-1, i]:>16.10g}"
+                )
+            for i, name in enumerate(self.state_names):
+                lines.append(
+                    f"    {name:<{width}}  {self.states[-1, i]:>16.10g}  "
+                    f"{self.state_rates[-1, i]:>16.10g}"
+                )
+            for i, name in enumerate(self.constraint_names or range(self.lam.shape[1])):
+                lines.append(f"    λ {name}: {self.lam[-1, i]:.10g}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dataframe(
+        self, *, qdd: bool = False, energy: bool = False, reactions: bool = False
+    ) -> Any:
+        """The result as a :class:`pandas.DataFrame`, one row per output time.
+
+        Columns: ``t``, the coordinates by name, their rates ``<name>_d`` (``qdd``:
+        also ``<name>_dd``), the multipliers ``lam[<constraint>]``, the user states and
+        their rates, ``phi_norm``, ``phid_norm``; ``energy`` adds ``kinetic``,
+        ``potential``, ``total``, ``power``; ``reactions`` adds ``<joint>.<body>.<Fx...>``
+        (global frame; planar bodies Fx, Fy, Tz).
+        """
+        import pandas as pd
+
+        data: dict[str, np.ndarray] = {"t": self.t}
+        for i, name in enumerate(self.coordinates):
+            data[name] = self.q[:, i]
+        for i, name in enumerate(self.coordinates):
+            data[f"{name}_d"] = self.qd[:, i]
+        if qdd:
+            for i, name in enumerate(self.coordinates):
+                data[f"{name}_dd"] = self.qdd[:, i]
+        names = self.constraint_names or tuple(str(i) for i in range(self.lam.shape[1]))
+        for i, name in enumerate(names):
+            data[f"lam[{name}]"] = self.lam[:, i]
+        for i, name in enumerate(self.state_names):
+            data[name] = self.states[:, i]
+        for i, name in enumerate(self.state_names):
+            data[f"{name}_d"] = self.state_rates[:, i]
+        data["phi_norm"] = self.phi_norm
+        data["phid_norm"] = self.phid_norm
+        if energy:
+            e = self._energy_checked()
+            data["kinetic"] = e[:, 0]
+            data["potential"] = e[:, 1]
+            data["total"] = e[:, 0] + e[:, 1]
+            if self.power is not None:
+                data["power"] = self.power
+        if reactions:
+            for label in self.reaction_names:
+                r = self.reaction(label)
+                for column in r.columns:
+                    data[f"{label}.{column}"] = r[column]
+        return pd.DataFrame(data)
+
+    def plot(
+        self, path: str | Path, what: str | tuple[str, ...] = ("q", "phi"), **options: Any
+    ) -> Path:
+        """Write a figure of this result; see :func:`mbdgen.plot.plot_result`."""
+        from mbdgen.plot import plot_result
+
+        return plot_result(self, path, what=what, **options)
+
+    # ------------------------------------------------------------------ saving
+
     def save(self, path: str | Path) -> Path:
-        """Write the result atomically; ``.npz`` (loadable by :func:`load`) or ``.csv``.
+        """Write the result atomically: ``.npz`` or ``.h5``/``.hdf5`` (both loadable by
+        :func:`load`) or ``.csv``.
 
         Raises :class:`~mbdgen.errors.OutputError` if ``path`` cannot be written; an
         existing file there is replaced only once the new one is complete.
         """
         path = check_destination(path)
+        suffix = path.suffix.lower()
         try:
-            with atomic_write(path) as fh:
-                if path.suffix.lower() == ".csv":
-                    self._save_csv(fh)
-                else:
-                    self._save_npz(fh)
+            if suffix in (".h5", ".hdf5"):
+                with atomic_write(path, "w+b") as fh:
+                    self._save_h5(fh)
+            else:
+                with atomic_write(path) as fh:
+                    if suffix == ".csv":
+                        self._save_csv(fh)
+                    else:
+                        self._save_npz(fh)
         except OSError as exc:
             raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
         return path
 
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The arrays a saved result holds, by name (optional ones only when present)."""
+        arrays = {
+            "t": self.t,
+            "q": self.q,
+            "qd": self.qd,
+            "qdd": self.qdd,
+            "lam": self.lam,
+            "phi_norm": self.phi_norm,
+            "phid_norm": self.phid_norm,
+        }
+        for name in ("energy", "power", "reactions"):
+            value = getattr(self, name)
+            if value is not None:
+                arrays[name] = value
+        if self.state_names:
+            arrays["states"] = self.states
+            arrays["state_rates"] = self.state_rates
+        if len(self.step_history):
+            arrays["step_history"] = self.step_history
+        return arrays
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            "coordinates": list(self.coordinates),
+            "state_names": list(self.state_names),
+            "reaction_names": list(self.reaction_names),
+            "constraint_names": list(self.constraint_names),
+            "counters": self.counters,
+            "info": self.info,
+        }
+
     def _save_npz(self, fh: IO[bytes]) -> None:
-        np.savez_compressed(
-            fh,
-            t=self.t,
-            q=self.q,
-            qd=self.qd,
-            qdd=self.qdd,
-            lam=self.lam,
-            phi_norm=self.phi_norm,
-            phid_norm=self.phid_norm,
-            **({} if self.energy is None else {"energy": self.energy}),
-            **({} if self.power is None else {"power": self.power}),
-            **({} if self.reactions is None else {"reactions": self.reactions}),
-            **(
-                {"states": self.states, "state_rates": self.state_rates} if self.state_names else {}
-            ),
-            meta=np.array(
-                json.dumps(
-                    {
-                        "coordinates": list(self.coordinates),
-                        "state_names": list(self.state_names),
-                        "reaction_names": list(self.reaction_names),
-                        "constraint_names": list(self.constraint_names),
-                        "counters": self.counters,
-                        "info": self.info,
-                    }
+        np.savez_compressed(fh, **self._arrays(), meta=np.array(json.dumps(self._meta())))
+
+    def _save_h5(self, fh: IO[bytes]) -> None:
+        """HDF5: arrays as datasets with column names and units, metadata as attributes.
+
+        The string dataset ``meta`` holds the same JSON as an ``.npz`` (what
+        :func:`load` reads); the readable copies are root attributes (format, model,
+        model hash, mbdgen version, method, status, settings) and the attributes of the
+        groups ``counters`` and ``parameters`` (and ``initial_states``).  An attribute
+        is kept short (HDF5 stores small attributes in the object header): a longer
+        value, e.g. the list of re-partition steps of a long GCP run, is cut there and
+        complete in ``meta``.
+        """
+        import h5py
+
+        from mbdgen import __version__
+
+        info = self.info
+        with h5py.File(fh, "w", track_order=True) as f:
+            f.attrs["format"] = HDF5_FORMAT
+            f.attrs["format_version"] = HDF5_FORMAT_VERSION
+            f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
+            f.create_dataset("meta", data=json.dumps(self._meta()))
+            for key, value in info.items():
+                if key in ("parameters", "initial_states") or value is None:
+                    continue
+                if not isinstance(value, bool | int | float | str):
+                    value = json.dumps(value)
+                if isinstance(value, str) and len(value) > _MAX_ATTRIBUTE_CHARS:
+                    value = value[:_MAX_ATTRIBUTE_CHARS] + " ... (complete in the meta dataset)"
+                f.attrs[key] = value
+            for group, values in (
+                ("counters", self.counters),
+                ("parameters", info.get("parameters", {})),
+                ("initial_states", info.get("initial_states", {})),
+            ):
+                g = f.create_group(group, track_order=True)
+                for key, value in values.items():
+                    g.attrs[key] = (
+                        value if isinstance(value, bool | int | float | str) else json.dumps(value)
+                    )
+            for name, value in self._arrays().items():
+                value = np.ascontiguousarray(value)
+                big = value.size > 1024
+                ds = f.create_dataset(
+                    name,
+                    data=value,
+                    compression="gzip" if big else None,
+                    compression_opts=4 if big else None,
+                    shuffle=big,
                 )
-            ),
-        )
+                columns = self._column_names(name)
+                if columns:
+                    ds.attrs["columns"] = columns
+                ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
+
+    def _column_names(self, name: str) -> list[str]:
+        if name in ("q", "qdd"):
+            return list(self.coordinates)
+        if name == "qd":
+            return [f"{c}_d" for c in self.coordinates]
+        if name == "lam":
+            return list(self.constraint_names)
+        if name in ("states", "state_rates"):
+            return list(self.state_names)
+        if name == "energy":
+            return ["kinetic", "potential"]
+        if name == "step_history":
+            return list(STEP_HISTORY_COLUMNS)
+        if name == "reactions":
+            from mbdgen.codegen.abi import REACTION_COLUMNS
+
+            return list(REACTION_COLUMNS)
+        return []
 
     def _save_csv(self, fh: IO[bytes]) -> None:
         m = self.lam.shape[1]
@@ -290,8 +609,32 @@ class Result:
         np.savetxt(fh, data, delimiter=",", header=",".join(names), comments="")
 
 
+_DESCRIPTIONS = {
+    "t": "output times [s]",
+    "q": "coordinates q (N, n)",
+    "qd": "velocities dq/dt (N, n)",
+    "qdd": "accelerations d2q/dt2 (N, n)",
+    "lam": "Lagrange multipliers lambda (N, m)",
+    "phi_norm": "position-constraint residual ||Phi(q, t)||_2 (N,)",
+    "phid_norm": "velocity-constraint residual ||Phi_q qd + Phi_t||_2 (N,)",
+    "energy": "kinetic and potential energy T, V [J] (N, 2)",
+    "power": "power P of the forces V does not account for [W] (N,)",
+    "reactions": "joint reactions (N, R, 12): force [N] and torque [N m], global then body frame;"
+    " rows named by the reaction_names of the meta attribute",
+    "states": "user differential states X (N, nd)",
+    "state_rates": "rates of the user states dX/dt (N, nd)",
+    "step_history": "integration progress per chunk (K, 6)",
+}
+
+
+def _shorten(names: tuple[str, ...] | list[str], limit: int = 8) -> str:
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", ... ({len(names) - limit} more)"
+
+
 def load(path: str | Path) -> Result:
-    """Read a result written by :meth:`Result.save` (``.npz``).
+    """Read a result written by :meth:`Result.save` (``.npz`` or ``.h5``/``.hdf5``).
 
     Raises :class:`~mbdgen.errors.ResultFileError`, naming the file and what is wrong
     with it, for a missing, truncated, corrupt or foreign file.
@@ -304,7 +647,8 @@ def load(path: str | Path) -> Result:
         raise ResultFileError(f"{where} is not a file")
     if path.suffix.lower() == ".csv":
         raise ResultFileError(
-            f"{where} is a CSV table; mbdgen.load reads the .npz results (save with -o out.npz)"
+            f"{where} is a CSV table; mbdgen.load reads the .npz and .h5 results "
+            "(save with -o out.npz or -o out.h5)"
         )
     try:
         with open(path, "rb") as fh:
@@ -313,24 +657,14 @@ def load(path: str | Path) -> Result:
         raise ResultFileError(f"cannot read {where}: {exc.strerror}") from None
     if not magic:
         raise ResultFileError(f"{where} is empty (an interrupted write?)")
-    if magic != b"PK\x03\x04":
-        raise ResultFileError(f"{where} is not an mbdgen result: not a NumPy .npz archive")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = [key for key in _REQUIRED if key not in data.files]
-            if missing:
-                raise ResultFileError(
-                    f"{where} is a NumPy archive but not an mbdgen result: it lacks "
-                    f"{', '.join(missing)}"
-                )
-            meta = json.loads(str(data["meta"]))
-            arrays = {key: data[key] for key in data.files if key != "meta"}
-    except ResultFileError:
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+    if magic == _HDF5_MAGIC:
+        meta, arrays = _read_h5(path, where)
+    elif magic == b"PK\x03\x04":
+        meta, arrays = _read_npz(path, where)
+    else:
         raise ResultFileError(
-            f"{where} is damaged (truncated or corrupt archive: {type(exc).__name__}: {exc})"
-        ) from None
+            f"{where} is not an mbdgen result: neither a NumPy .npz archive nor an HDF5 file"
+        )
     if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
         raise ResultFileError(f"{where} has no valid mbdgen metadata")
     rows = arrays["t"].shape[0] if arrays["t"].ndim == 1 else -1
@@ -360,5 +694,47 @@ def load(path: str | Path) -> Result:
         reaction_names=tuple(meta.get("reaction_names", ())),
         constraint_names=tuple(meta.get("constraint_names", ())),
         state_names=tuple(meta.get("state_names", ())),
-        **{k: arrays[k] for k in ("states", "state_rates") if k in arrays},
+        **{k: arrays[k] for k in ("states", "state_rates", "step_history") if k in arrays},
     )
+
+
+def _missing(where: str, kind: str, names: list[str] | set[str]) -> ResultFileError:
+    missing = [key for key in _REQUIRED if key not in names]
+    return ResultFileError(
+        f"{where} is {kind} but not an mbdgen result: it lacks {', '.join(missing)}"
+    )
+
+
+def _read_npz(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not set(_REQUIRED) <= set(data.files):
+                raise _missing(where, "a NumPy archive", data.files)
+            meta = json.loads(str(data["meta"]))
+            arrays = {key: data[key] for key in data.files if key != "meta"}
+    except ResultFileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise ResultFileError(
+            f"{where} is damaged (truncated or corrupt archive: {type(exc).__name__}: {exc})"
+        ) from None
+    return meta, arrays
+
+
+def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            names = {k for k, v in f.items() if isinstance(v, h5py.Dataset)}
+            if f.attrs.get("format") != HDF5_FORMAT or not set(_REQUIRED) <= names:
+                raise _missing(where, "an HDF5 file", names)
+            meta = json.loads(f["meta"].asstr()[()])
+            arrays = {key: np.asarray(f[key][()]) for key in names if key != "meta"}
+    except ResultFileError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResultFileError(
+            f"{where} is damaged (truncated or corrupt HDF5 file: {type(exc).__name__}: {exc})"
+        ) from None
+    return meta, arrays

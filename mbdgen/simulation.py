@@ -84,6 +84,9 @@ def _positive(name: str, value: float) -> float:
 #: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
 #: :func:`derived_quantities` on a subsampled result.
 MAX_REACTION_VALUES = 50_000_000
+#: Chunks (rows of ``Result.step_history``) a run of a step-choosing method is cut
+#: into at least; each costs one return to Python (microseconds).
+HISTORY_ROWS = 128
 
 
 def check_states_supported(module: ModuleType, spec: Method) -> None:
@@ -133,6 +136,24 @@ def derived_quantities(
     if n_react:
         result._reactions = react
         result.reaction_names = tuple(module.REACTION_NAMES)
+
+
+def reaction_names(module: ModuleType, rows: int) -> tuple[str, ...]:
+    """Labels ``<joint>.<body>`` of the reaction rows a Result of ``rows`` output rows
+    will have (none where the reactions would not fit in memory)."""
+    n_react = int(getattr(module, "N_REACTIONS", 0))
+    if not hasattr(module, "derived") or rows * n_react * 12 > MAX_REACTION_VALUES:
+        return ()
+    return tuple(getattr(module, "REACTION_NAMES", ()))
+
+
+def body_layout(module: ModuleType) -> dict[str, list[int]]:
+    """``{body: [offset, size]}`` of a mechanism's bodies in q (size 3: planar, 7:
+    spatial with Euler parameters); empty for a generalized-coordinate model."""
+    names = getattr(module, "BODY_NAMES", ())
+    offsets = getattr(module, "BODY_OFFSETS", ())
+    sizes = getattr(module, "BODY_SIZES", ())
+    return {name: [int(o), int(k)] for name, o, k in zip(names, offsets, sizes, strict=False)}
 
 
 def _initial_partition(
@@ -233,6 +254,20 @@ class _Loop:
     started: float = 0.0
     stepping: float = 0.0
     wall: float = 0.0
+    history: list[tuple[float, ...]] = field(default_factory=list)
+
+    def record(self, stepper: Stepper) -> None:
+        """One row of ``Result.step_history`` after a chunk (counters are cumulative)."""
+        c = stepper.counters()
+        steps = int(c.get("steps", 0))
+        t = float(stepper.t)
+        t_last, steps_last = self.history[-1][:2] if self.history else (stepper.run.t0, 0)
+        h_mean = (t - t_last) / (steps - steps_last) if steps > steps_last else math.nan
+        row = (t, steps, h_mean, c.get("order", 0), c.get("newton_iterations", 0))
+        self.history.append((*row, c.get("rejected_steps", 0)))
+
+    def history_array(self) -> np.ndarray:
+        return np.array(self.history, dtype=np.float64).reshape(-1, 6)
 
 
 def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | None) -> _Loop:
@@ -242,6 +277,10 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
     run = stepper.run
     n_steps, output_every = run.n_steps, run.output_every
     chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
+    if stepper.CHOOSES_STEPS:  # a step-size history worth plotting: about HISTORY_ROWS rows
+        chunk = min(
+            chunk, max(output_every, (n_steps // HISTORY_ROWS) // output_every * output_every)
+        )
     loop = _Loop(started=time.perf_counter())
     loop.stepping = loop.started
     status = OK
@@ -274,6 +313,7 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
                 break
             status = stepper.advance(min(chunk, n_steps - stepper.progress))
             loop.chunks += 1
+            loop.record(stepper)
             if progress is not None:
                 progress(run.t0 + stepper.progress * run.h, run.t_end)
         if status == REPARTITION and stepper.progress >= n_steps:
@@ -603,6 +643,9 @@ def simulate(
             # body-frame attachment points for drawing (mbdgen.animate); None for flat models
             "geometry": geometry.describe(module, p[:n_params]),
             **stepper.info(),
+            "mbdgen_version": getattr(module, "MBDGEN_VERSION", None),
+            "model_hash": getattr(module, "SOURCE_HASH", None),
+            "bodies": body_layout(module),
             "status": "finished",
             "message": MESSAGES[OK],
             "phi_tol": phi_tol,
@@ -611,6 +654,8 @@ def simulate(
         },
     )
     result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+    result.reaction_names = reaction_names(module, len(result))
+    result.step_history = loop.history_array()
     p_final = np.array(p, dtype=np.float64)
     result._derive = lambda: derived_quantities(module, result, p_final)
     if interrupted:

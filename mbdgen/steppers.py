@@ -126,6 +126,9 @@ class Stepper:
     CONSISTENT_START: ClassVar[bool] = False
     #: Family-specific words for status codes (default: mbdgen.runtime.status).
     status_messages: ClassVar[dict[int, str]] = {}
+    #: The family chooses its step sizes (the driver cuts its run into more chunks so
+    #: that ``Result.step_history`` shows them).
+    CHOOSES_STEPS: ClassVar[bool] = False
     ws: tuple
     out: Outputs
 
@@ -328,6 +331,7 @@ class VariableStep(Stepper):
     ``advance`` unit is one output interval."""
 
     family = "variable"
+    CHOOSES_STEPS = True
 
     def __init__(self, run: Run) -> None:
         super().__init__(run)
@@ -646,6 +650,8 @@ class ErrorControlled:
     stopping test (Eq. 45), rejections, h_min/h_max; outputs interpolated on the grid
     of ``h`` × ``output_every`` (:func:`mbdgen.runtime.hht.interpolate`), as the other
     variable-step methods.  One ``advance`` unit is one output interval."""
+
+    CHOOSES_STEPS = True
 
     STEP_OPTIONS: ClassVar[dict[str, Any]] = {"h_min": 0.0, "h_max": None, "h_first": None}
     CONSISTENT_START: ClassVar[bool] = True

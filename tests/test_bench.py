@@ -179,6 +179,7 @@ def test_run_quick():
         "cold_jit_s",
         "warm_total_s",
         "warm_first_step_s",
+        "warm_cli_s",
     ):
         assert isinstance(results[key], float), key
         assert results[key] > 0.0, key
@@ -196,10 +197,14 @@ def test_run_quick():
         "pass_lambdify_speedup",
         "pass_warm_start",
         "pass_warm_cache",
+        "pass_warm_cli",
     ):
         assert isinstance(results[key], bool), key
+    # the everyday `mbdgen simulate` imports no SymPy, matplotlib, pandas, h5py, Jinja
+    assert results["warm_cli_heavy_imports"] == []
     text = bench.report(results)
     assert "hand-written" in text and "lambdify" in text and "warm start" in text
+    assert "warm CLI" in text
     hht = results["hht"]
     assert hht["max_abs_q_difference"] < 1e-7
     assert hht["mbdgen_us_per_step"] > 0 and hht["handwritten_us_per_step"] > 0
