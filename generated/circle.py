@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "812a19d856d4bcaa"
+COMPILER_HASH = "bc4ab8ebecbf1e53"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "97282617c41b9241f92f3360b9a85f4a4e8e93b71413dfe6898ecb27fc58bdb6"
+BODY_HASH = "04489d6cf2a0dbea258f17bee5a0ecb412481fc7af628884a08fd67de4e0dda6"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

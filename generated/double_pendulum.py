@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "812a19d856d4bcaa"
+COMPILER_HASH = "bc4ab8ebecbf1e53"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3dca8bd5ec1e57e555c7a25c3ca8a593f07b8257923b1e94941e8e3dd67f975c"
+BODY_HASH = "cd71f44a330481b098116d21a129967dc78c589430e0a49932b263bdd03fc4bf"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "812a19d856d4bcaa"
+COMPILER_HASH = "bc4ab8ebecbf1e53"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3b9a9ce17089d0af87433be04faa4488abe23bb5feba8cf0e75d195b504c3526"
+BODY_HASH = "3ce302cd8c7e19cb7d3be6006d3c5697bd658506792ccfb0214f3d48c0d9d677"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "812a19d856d4bcaa"
+COMPILER_HASH = "bc4ab8ebecbf1e53"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ba1dd5edda026db486a27071e8f628a2244158c90ec3cbb37a4256c3999d6217"
+BODY_HASH = "d636b523b33f40b854d2dad6c1cf5ef0d62da79b416246f5125f36c6a04c812c"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "812a19d856d4bcaa"
+COMPILER_HASH = "bc4ab8ebecbf1e53"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9affbc5639cad3ab792e1fc20d02bb9f238ace7e7c7e838e8eedee36b11be55a"
+BODY_HASH = "21a686c42cd218816d02660499e8400bb558b6897899b51d6de01f296b3bf61f"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

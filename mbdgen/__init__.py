@@ -2,7 +2,9 @@
 
 ``mbdgen.compile(path)`` turns a SymPy model file into a module of Numba kernels;
 ``mbdgen.simulate(module, method=..., h=..., t_end=...)`` integrates it and returns a
-:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result.
+:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result;
+``mbdgen.sweep(module, params, ...)`` runs one model over many parameter sets and
+``mbdgen.load_sweep(path)`` reads a sweep back.
 
 Heavy dependencies (SymPy, Numba) are imported lazily so that a warm start, which
 only imports an up-to-date generated module, stays fast.
@@ -30,6 +32,8 @@ _LAZY = {
     "load": ("mbdgen.results", "load"),
     "Result": ("mbdgen.results", "Result"),
     "Model": ("mbdgen.model.core", "Model"),
+    "sweep": ("mbdgen.sweeps", "sweep"),
+    "load_sweep": ("mbdgen.sweeps", "load_sweep"),
 }
 
 __all__ = [
