@@ -662,10 +662,32 @@ def methods() -> None:
     help="Planar chain sizes N for the compile-time/module-size table ('' to skip).",
 )
 @click.option("--scale-only", is_flag=True, help="Only the chain compile-time table.")
-def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -> None:
+@click.option(
+    "--sweep",
+    "sweep_runs",
+    type=int,
+    default=None,
+    help="Only the sweep bench, with this many runs (1000: the issue's): serial loop vs "
+    "threads vs a Dask LocalCluster.",
+)
+def bench(
+    quick: bool, output: str | None, scale_sizes: str, scale_only: bool, sweep_runs: int | None
+) -> None:
     """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop,
     and the cold compile time and module size of planar N-link chains."""
     from mbdgen.bench import report, run, scale, scale_report
+
+    if sweep_runs is not None:
+        from mbdgen.bench import sweep_bench, sweep_report
+
+        numbers = sweep_bench(sweep_runs)
+        click.echo(sweep_report(numbers))
+        if output:
+            import json
+
+            Path(output).write_text(json.dumps(numbers, indent=2))
+            click.echo(f"wrote {output}")
+        return
 
     try:
         sizes = [int(s) for s in scale_sizes.split(",") if s.strip()]

@@ -196,3 +196,12 @@ def test_dask_equals_threads_and_streams(slider_crank, tmp_path, dask_client):
     # results came back batch by batch (3 batches), each written as it arrived
     assert seen == [2, 4, 6]
     assert len(list((tmp_path / "d" / "batches").glob("*.parquet"))) == 3
+
+
+def test_entry_points_release_the_gil(slider_crank):
+    """Threads of a sweep run jitted chunks in parallel only if every entry point is
+    compiled with nogil=True (the template's decorator; see mbdgen.sweeps)."""
+    from mbdgen.codegen.abi import ENTRY_POINTS
+
+    for e in ENTRY_POINTS:
+        assert getattr(slider_crank, e.name).targetoptions.get("nogil") is True, e.name
