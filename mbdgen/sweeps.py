@@ -657,7 +657,8 @@ def sweep(
     else:
         stopped = _in_process(module, batches, task, n_workers, report)
     if folder is None:
-        table = pd.DataFrame(store.records).sort_values("run", kind="stable")
+        table = pd.DataFrame(store.records or {"run": np.zeros(0, dtype=np.int64)})
+        table = table.sort_values("run", kind="stable")
         result = Sweep(table.reset_index(drop=True), plan, None, manifest, store.arrays)
     else:
         result = load_sweep(folder)
@@ -690,6 +691,7 @@ def _validate(module: ModuleType, options: Mapping[str, Any]) -> None:
     t0 = float(probe.get("t0", 0.0))
     probe["t_end"] = t0 + float(probe.get("h", 1e-3))
     probe["output_every"] = 1
+    probe["strict"] = False  # the default set's warnings are no option error
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConstraintWarning)
         try:
