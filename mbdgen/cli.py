@@ -843,6 +843,22 @@ def sweep_cmd(
         "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,
         "output_every": output_every, "strict": strict,
     }  # fmt: skip
+    manifest = Path(output) / "sweep.json"
+    if resume and manifest.is_file():
+        # options left at their defaults take the stored sweep's values
+        import json
+
+        saved = json.loads(manifest.read_text())
+        stored = saved.get("options", {})
+        ctx = click.get_current_context()
+        if ctx.get_parameter_source("trajectories") is click.core.ParameterSource.DEFAULT:
+            trajectories = bool(saved.get("trajectories", False))
+        for name in options:
+            if (
+                name in stored
+                and ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
+            ):
+                options[name] = stored[name]
     try:
         result = sweep(
             module, plan, path=output, trajectories=trajectories, workers=workers,

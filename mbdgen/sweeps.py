@@ -575,9 +575,6 @@ def sweep(
 
     from mbdgen.inputs import resolve_model
 
-    for key in _PER_RUN:
-        if key in options and key not in ("params", "q0", "qd0", "x0"):
-            raise MbdgenError(f"sweep() sets {key} itself")
     base = dict(options)
     module = resolve_model(model)
     folder = Path(path) if path is not None else None
@@ -619,6 +616,8 @@ def sweep(
     else:
         if params is None:
             raise MbdgenError("a sweep needs parameter sets (params=, or -p/--random/--table)")
+        if folder is not None and folder.is_dir() and any(folder.iterdir()):
+            raise MbdgenError(f"{folder} is not empty and holds no sweep: choose a new folder")
         plan = _as_plan(params)
     _check_columns(module, plan.columns)
     _validate(module, base)

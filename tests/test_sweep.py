@@ -159,6 +159,11 @@ def test_cli_grid_resume_and_errors(tmp_path):
     assert list(table["m"]) == [0.5, 0.5, 1.25, 1.25, 2.0, 2.0]
     res = runner.invoke(main, [*args, "--resume", "-o", str(out)])
     assert res.exit_code == 0 and "6 runs" in res.output
+    # options left out on --resume are the stored sweep's; a changed one is refused
+    res = runner.invoke(main, ["sweep", "models/slider_crank.py", "--resume", "-o", str(out)])
+    assert res.exit_code == 0 and "6 runs" in res.output, res.output
+    res = runner.invoke(main, [*args, "--h", "2e-3", "--resume", "-o", str(out)])
+    assert res.exit_code == 1 and "options differ" in res.output
     res = runner.invoke(main, [*args, "-p", "mass=1:2:2", "-o", str(tmp_path / "x")])
     assert res.exit_code == 1
     assert res.output.count("\n") == 1 and "names nothing in model" in res.output
