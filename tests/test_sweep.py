@@ -210,3 +210,16 @@ def test_entry_points_release_the_gil(slider_crank):
 
     for e in ENTRY_POINTS:
         assert getattr(slider_crank, e.name).targetoptions.get("nogil") is True, e.name
+
+
+def test_cli_scheduler_address(tmp_path, dask_client):
+    """--scheduler ADDRESS is the only change from a laptop sweep to a cluster sweep."""
+    args = ["sweep", "models/slider_crank.py", "--t-end", "0.02", "-p", "m=0.5:2:3"]
+    res = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    address = dask_client.scheduler.address
+    res = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "b"), "--scheduler", address])
+    assert res.exit_code == 0, res.output
+    a, b = load_sweep(tmp_path / "a").table, load_sweep(tmp_path / "b").table
+    keep = [c for c in a.columns if c not in TIMING]
+    pd.testing.assert_frame_equal(a[keep], b[keep])
