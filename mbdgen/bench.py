@@ -1737,7 +1737,7 @@ def sweep_bench(
 
     start = time.perf_counter()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:  # fmt: skip
+                      dashboard_address=":0") as cluster, Client(cluster) as client:  # fmt: skip
         mbdgen.sweep(module, plan.iloc[: 2 * workers], client=client, batch_size=1, **options)
         cluster_start = time.perf_counter() - start
         dask = timed(client=client)

@@ -178,7 +178,7 @@ def test_cli_grid_resume_and_errors(tmp_path):
 def dask_client():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
         yield client
 
@@ -223,3 +223,15 @@ def test_cli_scheduler_address(tmp_path, dask_client):
     a, b = load_sweep(tmp_path / "a").table, load_sweep(tmp_path / "b").table
     keep = [c for c in a.columns if c not in TIMING]
     pd.testing.assert_frame_equal(a[keep], b[keep])
+
+
+def test_sweep_bench_smoke():
+    """`mbdgen bench --sweep N` end to end on a tiny problem (ratios are not checked:
+    8 short runs measure start-up, not throughput)."""
+    from mbdgen.bench import sweep_bench, sweep_report
+
+    numbers = sweep_bench(runs=8, t_end=0.05, repeats=1)
+    assert numbers["runs"] == 8 and numbers["steps_per_run"] == 50
+    assert all(numbers[k] > 0 for k in ("serial_s", "threads_s", "dask_s"))
+    text = sweep_report(numbers)
+    assert "serial / threads" in text and "Dask overhead per run" in text
