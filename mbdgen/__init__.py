@@ -4,6 +4,8 @@
 ``mbdgen.simulate(module, method=..., h=..., t_end=...)`` integrates it and returns a
 :class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result;
 ``mbdgen.animate(result, "motion.gif")`` draws it.
+``mbdgen.sweep(module, params, ...)`` runs one model over many parameter sets and
+``mbdgen.load_sweep(path)`` reads a sweep back.
 
 Heavy dependencies (SymPy, Numba) are imported lazily so that a warm start, which
 only imports an up-to-date generated module, stays fast.
@@ -32,6 +34,8 @@ _LAZY = {
     "animate": ("mbdgen.animation", "animate"),
     "Result": ("mbdgen.results", "Result"),
     "Model": ("mbdgen.model.core", "Model"),
+    "sweep": ("mbdgen.sweeps", "sweep"),
+    "load_sweep": ("mbdgen.sweeps", "load_sweep"),
 }
 
 __all__ = [

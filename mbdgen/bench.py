@@ -1727,3 +1727,113 @@ def implicit_report(r: dict[str, Any]) -> str:
         f"goal  warm hht start compiles nothing: {_goal(r['pass_hht_warm_cache'])}",
     ]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# (s) Sweeps: many runs of the slider-crank on threads and on a Dask LocalCluster.
+# --------------------------------------------------------------------------------------
+
+SWEEP_RUNS = 1000
+SWEEP_T_END = 10.0
+#: Runs record every this many steps (the final state is exact; extrema on a 0.1 s grid).
+SWEEP_OUTPUT_EVERY = 100
+GOAL_SWEEP_THREADS = 1.8  # serial loop / in-process on 2 cores, at least
+GOAL_SWEEP_DASK = 1.2  # Dask LocalCluster (2 workers) / in-process, at most
+GOAL_SWEEP_DASK_OVERHEAD_MS = 5.0  # Dask's extra wall time per run, at most
+
+
+def sweep_plan(runs: int = SWEEP_RUNS, seed: int = 0) -> Any:
+    """Random masses and lengths of the slider-crank (±10 % uniform around the
+    published values; each set assembled with θ0 held)."""
+    from mbdgen.sweeps import sample
+
+    ranges = {"m": (0.9, 1.1), "J1": (0.0405, 0.0495), "J2": (0.9 * 33 / 4800, 1.1 * 33 / 4800),
+              "r": (0.27, 0.33), "L": (0.45, 0.55), "L1": (0.27, 0.33)}  # fmt: skip
+    return sample(ranges, runs, seed=seed)
+
+
+def sweep_options(t_end: float = SWEEP_T_END) -> dict[str, Any]:
+    """The benchmark problem's simulate options (ABM 4 PECE, α = β = 5, order ramp)."""
+    return dict(method="abm", order=ORDER, h=H, t_end=t_end, alpha=ALPHA, beta=BETA,
+                start="ramp", assemble=["theta"], output_every=SWEEP_OUTPUT_EVERY)  # fmt: skip
+
+
+def sweep_bench(
+    runs: int = SWEEP_RUNS, t_end: float = SWEEP_T_END, repeats: int = 2, workers: int = 2
+) -> dict[str, Any]:
+    """Wall time of one sweep of ``runs`` sets: the serial loop (one thread), the
+    in-process pool of ``workers`` threads and a Dask ``LocalCluster`` of ``workers``
+    single-threaded worker processes; best of ``repeats``, each writing its folder."""
+    import mbdgen
+
+    module = mbdgen_module()
+    plan, options = sweep_plan(runs), sweep_options(t_end)
+    mbdgen.sweep(module, plan.iloc[:2], workers=1, **options)  # JIT or cache load
+    load_before = os.getloadavg()
+    stepping: list[float] = []
+
+    def timed(**kw: Any) -> float:
+        best = math.inf
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.perf_counter()
+                done = mbdgen.sweep(module, plan, path=Path(tmp) / "s", **options, **kw)
+                best = min(best, time.perf_counter() - start)
+            stepping.append(float(done.table["counter.wall_time_s"].sum()))
+            assert (done.table["status"] == "finished").all()
+        return best
+
+    serial = timed(workers=1)
+    threads = timed(workers=workers)
+    from distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:  # fmt: skip
+        mbdgen.sweep(module, plan.iloc[: 2 * workers], client=client, batch_size=1, **options)
+        cluster_start = time.perf_counter() - start
+        dask = timed(client=client)
+    load_after = os.getloadavg()
+    return {
+        "runs": runs,
+        "t_end": t_end,
+        "steps_per_run": int(round(t_end / H)),
+        "workers": workers,
+        "serial_s": serial,
+        "threads_s": threads,
+        "dask_s": dask,
+        "serial_ms_per_run": 1e3 * serial / runs,
+        "stepping_ms_per_run": 1e3 * min(stepping[:repeats]) / runs,
+        "threads_speedup": serial / threads,
+        "dask_over_threads": dask / threads,
+        "dask_overhead_ms_per_run": 1e3 * (dask - threads) / runs,
+        "dask_cluster_start_s": cluster_start,
+        "load_average_before": load_before[0],
+        "load_average_after": load_after[0],
+        "pass_threads": serial / threads >= GOAL_SWEEP_THREADS,
+        "pass_dask": dask / threads <= GOAL_SWEEP_DASK,
+        "pass_dask_overhead": 1e3 * (dask - threads) / runs <= GOAL_SWEEP_DASK_OVERHEAD_MS,
+    }
+
+
+def sweep_report(s: dict[str, Any]) -> str:
+    """The sweep numbers as text."""
+    return "\n".join(
+        [
+            f"sweep: {s['runs']} runs of the slider-crank, {s['steps_per_run']} steps each "
+            f"(random masses and lengths, ABM 4, α = β = 5), {s['workers']} cores",
+            f"  serial loop        {s['serial_s']:8.2f} s  ({s['serial_ms_per_run']:.2f} ms/run, "
+            f"of which stepping {s['stepping_ms_per_run']:.2f} ms)",
+            f"  in-process threads {s['threads_s']:8.2f} s",
+            f"  Dask LocalCluster  {s['dask_s']:8.2f} s  "
+            f"(cluster start {s['dask_cluster_start_s']:.1f} s, not counted)",
+            f"  load average {s['load_average_before']:.2f} before, {s['load_average_after']:.2f} "
+            "after (other processes share the cores)",
+            f"goal  serial / threads >= {GOAL_SWEEP_THREADS:g}: {s['threads_speedup']:.2f}  "
+            f"{_goal(s['pass_threads'])}",
+            f"goal  Dask / threads <= {GOAL_SWEEP_DASK:g}: {s['dask_over_threads']:.2f}  "
+            f"{_goal(s['pass_dask'])}",
+            f"goal  Dask overhead per run <= {GOAL_SWEEP_DASK_OVERHEAD_MS:g} ms: "
+            f"{s['dask_overhead_ms_per_run']:.2f} ms  {_goal(s['pass_dask_overhead'])}",
+        ]
+    )

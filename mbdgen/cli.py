@@ -715,10 +715,32 @@ def methods() -> None:
     help="Planar chain sizes N for the compile-time/module-size table ('' to skip).",
 )
 @click.option("--scale-only", is_flag=True, help="Only the chain compile-time table.")
-def bench(quick: bool, output: str | None, scale_sizes: str, scale_only: bool) -> None:
+@click.option(
+    "--sweep",
+    "sweep_runs",
+    type=int,
+    default=None,
+    help="Only the sweep bench, with this many runs (1000: the issue's): serial loop vs "
+    "threads vs a Dask LocalCluster.",
+)
+def bench(
+    quick: bool, output: str | None, scale_sizes: str, scale_only: bool, sweep_runs: int | None
+) -> None:
     """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop,
     and the cold compile time and module size of planar N-link chains."""
     from mbdgen.bench import report, run, scale, scale_report
+
+    if sweep_runs is not None:
+        from mbdgen.bench import sweep_bench, sweep_report
+
+        numbers = sweep_bench(sweep_runs)
+        click.echo(sweep_report(numbers))
+        if output:
+            import json
+
+            Path(output).write_text(json.dumps(numbers, indent=2))
+            click.echo(f"wrote {output}")
+        return
 
     try:
         sizes = [int(s) for s in scale_sizes.split(",") if s.strip()]
@@ -1018,6 +1040,175 @@ def entry() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more to say
             pass
     os._exit(code)
+
+
+# --------------------------------------------------------------------------------------
+# sweep: one model over many parameter sets (mbdgen.sweeps)
+# --------------------------------------------------------------------------------------
+
+
+@main.command("sweep")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "-p",
+    "--param",
+    "specs",
+    multiple=True,
+    help="A varied quantity (a parameter, q0.NAME, qd0.NAME, x0.NAME): NAME=A:B:N (grid of N "
+    "values), NAME=V1,V2,..., NAME=V, or with --random NAME=A:B.",
+)
+@click.option(
+    "--random", "n_random", type=int, default=None, help="N random sets instead of a grid."
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of --random.")
+@click.option(
+    "--dist",
+    type=click.Choice(["uniform", "normal", "loguniform"]),
+    default="uniform",
+    show_default=True,
+    help="--random: uniform on [A, B), normal (mean A, std B), log-uniform on [A, B).",
+)
+@click.option("--table", default=None, help="Parameter sets from a .csv or .parquet file.")
+@click.option("-o", "--output", required=True, help="Sweep folder (see `mbdgen.sweeps`).")
+@click.option(
+    "--resume", is_flag=True, help="Finish the sweep in --output: run only what is missing."
+)
+@click.option("--trajectories", is_flag=True, help="Also store every run's trajectory (HDF5).")
+@click.option("--workers", type=int, default=None, help="Threads (default: the CPUs).")
+@click.option("--batch-size", type=int, default=None, help="Runs per batch (default: automatic).")
+@click.option("--scheduler", default=None, help="Dask scheduler ADDRESS: run the batches there.")
+@click.option(
+    "--method", default="abm", show_default=True, help="Integration method (`mbdgen methods`)."
+)
+@click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
+@click.option("--h", "h", default=1e-3, show_default=True, type=float, help="Step.")
+@click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
+@click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")
+@click.option("--beta", default=0.0, show_default=True, type=float, help="Baumgarte β.")
+@click.option(
+    "--constraints",
+    type=click.Choice(["direct", "baumgarte", "gcp", "hybrid"]),
+    default=None,
+    help="Constraint handling (default: baumgarte if --alpha/--beta, else direct).",
+)
+@click.option("--start", default="rkf45", show_default=True, help="Adams start-up.")
+@click.option("--hht-alpha", default=None, type=float, help="HHT's α (--method hht).")
+@click.option("--rho-inf", default=None, type=float, help="Generalized-α's ρ∞.")
+@click.option("--rtol", default=1e-6, show_default=True, type=float, help="Variable step: rtol.")
+@click.option("--atol", default=1e-6, show_default=True, type=float, help="Variable step: atol.")
+@click.option("--assemble", is_flag=True, help="Make each set's q0, q̇0 consistent first.")
+@click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
+@click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
+@click.option("--strict", is_flag=True, help="A run whose checks warn gets status 'check'.")
+@click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
+def sweep_cmd(
+    model: str,
+    specs: tuple[str, ...],
+    n_random: int | None,
+    seed: int,
+    dist: str,
+    table: str | None,
+    output: str,
+    resume: bool,
+    trajectories: bool,
+    workers: int | None,
+    batch_size: int | None,
+    scheduler: str | None,
+    method: str,
+    order: int | None,
+    h: float,
+    t_end: float,
+    alpha: float,
+    beta: float,
+    constraints: str | None,
+    start: str,
+    hht_alpha: float | None,
+    rho_inf: float | None,
+    rtol: float,
+    atol: float,
+    assemble: bool,
+    hold: tuple[str, ...],
+    output_every: int,
+    strict: bool,
+    out_dir: str,
+    progress: bool | None,
+) -> None:
+    """Run MODEL once per parameter set (a grid, random samples or a table) on all
+    cores, or on a Dask cluster; write one dataset to the --output folder."""
+    from mbdgen.compiler import compile as compile_model
+    from mbdgen.sweeps import SweepInterrupted, plan_from_specs, read_table, sweep
+
+    if hold and not assemble:
+        raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
+    if table and (specs or n_random is not None):
+        raise MbdgenError("give the parameter sets either as --table or as -p/--random, not both")
+    if n_random is not None and not specs:
+        raise MbdgenError("--random needs the ranges to draw from: -p NAME=A:B")
+    plan = None
+    if table:
+        plan = read_table(table)
+    elif specs:
+        plan = plan_from_specs(specs, random=n_random, seed=seed, dist=dist)
+    elif not resume:
+        raise MbdgenError("no parameter sets: give -p NAME=A:B:N, --random N or --table FILE")
+    module = compile_model(model, out_dir)
+    client = None
+    if scheduler:
+        from distributed import Client
+
+        client = Client(scheduler)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = None
+    callback = None
+    if show:
+        bar = click.progressbar(length=1, label=f"{module.MODEL_NAME} runs", file=sys.stderr)
+        bar.__enter__()
+
+        def callback(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(done - bar.pos)
+
+    options = {
+        "method": method, "order": order, "h": h, "t_end": t_end, "alpha": alpha, "beta": beta,
+        "constraints": constraints, "start": start, "hht_alpha": hht_alpha, "rho_inf": rho_inf,
+        "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,
+        "output_every": output_every, "strict": strict,
+    }  # fmt: skip
+    manifest = Path(output) / "sweep.json"
+    if resume and manifest.is_file():
+        # options left at their defaults take the stored sweep's values
+        import json
+
+        saved = json.loads(manifest.read_text())
+        stored = saved.get("options", {})
+        ctx = click.get_current_context()
+        if ctx.get_parameter_source("trajectories") is click.core.ParameterSource.DEFAULT:
+            trajectories = bool(saved.get("trajectories", False))
+        for name in options:
+            if (
+                name in stored
+                and ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
+            ):
+                options[name] = stored[name]
+    try:
+        result = sweep(
+            module, plan, path=output, trajectories=trajectories, workers=workers,
+            batch_size=batch_size, client=client, resume=resume, progress=callback, **options,
+        )  # fmt: skip
+    except SweepInterrupted as exc:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(interrupts.exit_code())
+    finally:
+        if client is not None:
+            client.close()
+    if bar is not None:
+        bar.__exit__(None, None, None)
+    counts = result.table["status"].value_counts().to_dict()
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    click.echo(f"{module.MODEL_NAME}: {len(result.table)} runs ({summary}); wrote {output}")
 
 
 if __name__ == "__main__":  # pragma: no cover
