@@ -1078,6 +1078,13 @@ def entry() -> None:
 @click.option("--batch-size", type=int, default=None, help="Runs per batch (default: automatic).")
 @click.option("--scheduler", default=None, help="Dask scheduler ADDRESS: run the batches there.")
 @click.option(
+    "--scheduler-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for --scheduler before giving up.",
+)
+@click.option(
     "--method", default="abm", show_default=True, help="Integration method (`mbdgen methods`)."
 )
 @click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
@@ -1115,6 +1122,7 @@ def sweep_cmd(
     workers: int | None,
     batch_size: int | None,
     scheduler: str | None,
+    scheduler_timeout: float,
     method: str,
     order: int | None,
     h: float,
@@ -1157,7 +1165,14 @@ def sweep_cmd(
     if scheduler:
         from distributed import Client
 
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout=scheduler_timeout)
+        except (OSError, TimeoutError) as exc:
+            raise MbdgenError(
+                f"cannot reach the Dask scheduler at {scheduler}: {exc}; start one with "
+                "`dask scheduler` (and workers with `dask worker ADDRESS`), or leave out "
+                "--scheduler to run on this machine's cores"
+            ) from None
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     callback = None

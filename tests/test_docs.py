@@ -8,9 +8,10 @@ The documents follow three conventions, which this file is the executable form o
   (later blocks use the names of earlier ones), in the working folder;
 * every command of a ```sh block is run (``\\`` continues a line, ``#`` starts a
   comment) with the ``mbdgen`` of this environment and must exit 0, except the
-  set-up lines (``make …``, ``source …``) that the test environment has already done
-  and ``mbdgen bench``, which runs for minutes and has its own tests
-  (tests/test_bench.py).
+  set-up lines (``make …``, ``source …``) that the test environment has already done,
+  ``mbdgen bench``, which runs for minutes and has its own tests
+  (tests/test_bench.py), and a command whose comment says ``not run in CI`` (one that
+  needs what CI has not, e.g. a Dask scheduler of the user's cluster).
 
 Each document runs in a fresh temporary folder in which ``models/`` and ``tests/`` of
 the repository are linked (and ``docs/``) and ``generated/`` holds links to the committed generated
@@ -44,12 +45,13 @@ def blocks(text: str) -> list[tuple[str, str]]:
 
 
 def commands(body: str) -> list[list[str]]:
-    """The commands of a ```sh block, continuation lines joined, comments dropped."""
+    """The commands of a ```sh block, continuation lines joined, comments dropped; a
+    command whose comment says ``not run in CI`` is left out."""
     joined = body.replace("\\\n", " ")
     out = []
     for line in joined.splitlines():
         words = shlex.split(line, comments=True)
-        if words:
+        if words and "not run in CI" not in line:
             out.append(words)
     return out
 
@@ -64,7 +66,8 @@ def test_conventions_parse_this_repository() -> None:
     """The parser sees the blocks it should: the tutorial has files, code and commands."""
     kinds = [lang for lang, _ in blocks((ROOT / "docs" / "tutorial.md").read_text())]
     assert "python" in kinds and "sh" in kinds
-    assert commands("mbdgen a \\\n  b  # note\n\n# only a comment\nmake x\n") == [
+    block = "mbdgen a \\\n  b  # note\n\n# only a comment\nmake x\nmbdgen c  # not run in CI\n"
+    assert commands(block) == [
         ["mbdgen", "a", "b"],
         ["make", "x"],
     ]

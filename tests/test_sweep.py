@@ -225,6 +225,26 @@ def test_cli_scheduler_address(tmp_path, dask_client):
     pd.testing.assert_frame_equal(a[keep], b[keep])
 
 
+def test_cli_unreachable_scheduler_is_one_line(tmp_path):
+    """A scheduler that does not answer within --scheduler-timeout is named in one line
+    (no traceback), and nothing is written."""
+    import socket
+
+    with socket.socket() as sock:  # a local port that nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["sweep", "models/slider_crank.py", "--t-end", "0.02", "-p", "m=0.5:2:3"]
+    out = tmp_path / "never"
+    res = CliRunner().invoke(
+        main,
+        [*args, "-o", str(out), "--scheduler", f"tcp://127.0.0.1:{port}",
+         "--scheduler-timeout", "1"],
+    )  # fmt: skip
+    assert res.exit_code == 1
+    assert res.output.count("\n") == 1 and "cannot reach the Dask scheduler" in res.output
+    assert not out.exists()
+
+
 def test_sweep_bench_smoke():
     """`mbdgen bench --sweep N` end to end on a tiny problem (ratios are not checked:
     8 short runs measure start-up, not throughput)."""
