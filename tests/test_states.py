@@ -442,7 +442,9 @@ def _stateful_residual(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized):
     phi_q, phi_t, gam = np.zeros((m, n)), np.zeros(m), np.zeros(m)
     module.dynamics.py_func(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
     e = np.zeros(n + m + nd)
-    rt.residual.py_func(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, e)
+    rt.residual.py_func(
+        n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, np.ones(m), e
+    )
     f = np.zeros(nd)
     module.state_rate.py_func(t1, q1, qd1, p, f)
     e[n + m :] = xd1 - f
@@ -485,7 +487,7 @@ def test_newton_matrix_with_states_equals_finite_differences(stateful_flat, ctrl
     rt.iteration_matrix.py_func(
         module.mass_a_q.py_func, module.phi_q_lam_q.py_func, module.force_q.py_func,
         module.force_qd.py_func, n, m, t1, q1, qd1, z[:n].copy(), z[n : n + m].copy(), p,
-        alpha, bh2, gh, mass, phi_q, *work, A,
+        alpha, bh2, gh, mass, phi_q, *work, np.ones(m), A,
     )  # fmt: skip
     rt.state_matrix.py_func(
         module.state_rate_q.py_func, module.state_rate_qd.py_func,
