@@ -255,3 +255,9 @@ def test_sweep_bench_smoke():
     assert all(numbers[k] > 0 for k in ("serial_s", "threads_s", "dask_s"))
     text = sweep_report(numbers)
     assert "serial / threads" in text and "Dask overhead per run" in text
+    # the Exudyn column: numbers where the `bench` extra is installed, else a note
+    exudyn = numbers["exudyn"]
+    if exudyn["installed"]:
+        assert exudyn["wall_s"] > 0 and "Exudyn / mbdgen threads" in text
+    else:
+        assert "Exudyn ParameterVariation: not installed" in text
