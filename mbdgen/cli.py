@@ -1145,7 +1145,13 @@ def sweep_cmd(
     """Run MODEL once per parameter set (a grid, random samples or a table) on all
     cores, or on a Dask cluster; write one dataset to the --output folder."""
     from mbdgen.compiler import compile as compile_model
-    from mbdgen.sweeps import SweepInterrupted, plan_from_specs, read_table, sweep
+    from mbdgen.sweeps import (
+        SweepIncomplete,
+        SweepInterrupted,
+        plan_from_specs,
+        read_table,
+        sweep,
+    )
 
     if hold and not assemble:
         raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
@@ -1211,11 +1217,11 @@ def sweep_cmd(
             module, plan, path=output, trajectories=trajectories, workers=workers,
             batch_size=batch_size, client=client, resume=resume, progress=callback, **options,
         )  # fmt: skip
-    except SweepInterrupted as exc:
+    except (SweepInterrupted, SweepIncomplete) as exc:
         if bar is not None:
             bar.__exit__(None, None, None)
         click.echo(f"error: {exc}", err=True)
-        sys.exit(interrupts.exit_code())
+        sys.exit(interrupts.exit_code() if isinstance(exc, SweepInterrupted) else EXIT_ERROR)
     finally:
         if client is not None:
             client.close()

@@ -88,6 +88,16 @@ class SweepInterrupted(MbdgenError):
         self.done, self.total = done, total
 
 
+class SweepIncomplete(MbdgenError):
+    """Batches of a Dask sweep were lost (their worker died more often than the
+    scheduler's ``allowed-failures``, or the task raised); every other run finished
+    and is on disk, and ``resume=True`` runs the lost ones."""
+
+    def __init__(self, message: str, done: int, total: int, lost: list[int]) -> None:
+        super().__init__(message)
+        self.done, self.total, self.lost = done, total, lost
+
+
 # --------------------------------------------------------------------------------------
 # Parameter tables
 # --------------------------------------------------------------------------------------
@@ -651,8 +661,9 @@ def sweep(
         if progress is not None:
             progress(done, total)
 
+    lost: list[tuple[list[int], str]] = []
     if client is not None:
-        stopped = _on_dask(client, module, batches, task, report)
+        stopped = _on_dask(client, module, batches, task, report, lost)
     else:
         stopped = _in_process(module, batches, task, n_workers, report)
     if folder is None:
@@ -671,6 +682,15 @@ def sweep(
         raise SweepInterrupted(
             f"sweep interrupted after {done} of {total} runs{where}", done, total
         )
+    if lost:
+        runs = sorted(r for batch_runs, _ in lost for r in batch_runs)
+        shown = ", ".join(map(str, runs[:8])) + (", ..." if len(runs) > 8 else "")
+        where = f"; run the rest with resume=True (--resume) on {folder}" if folder else ""
+        raise SweepIncomplete(
+            f"sweep incomplete: {len(runs)} of {total} runs lost on the Dask cluster "
+            f"(runs {shown}: {lost[0][1]}); {done} finished runs are kept{where}",
+            done, total, runs,
+        )  # fmt: skip
     return result
 
 
@@ -757,19 +777,44 @@ def _on_dask(
     batches: list[list[dict[str, float]]],
     task: _Task,
     report: Callable[[_Batch], None],
+    lost: list[tuple[list[int], str]],
 ) -> bool:
-    """Send each batch to the Dask cluster as one task; write each as it comes back."""
+    """Send each batch to the Dask cluster as one task; write each as it comes back.
+
+    A worker that dies is the scheduler's to handle first: it runs the dead worker's
+    tasks again on the others (up to ``distributed.scheduler.allowed-failures``
+    deaths per task).  A batch that still fails (``KilledWorker``, or an exception in
+    the task) is appended to ``lost`` as (its runs, the reason) and the sweep goes on:
+    its runs get no row, so ``resume=True`` runs exactly them."""
     from distributed import as_completed
 
     module_path = str(Path(module.__file__).resolve())
     futures = [
         client.submit(_remote_batch, module_path, rows, task, pure=False) for rows in batches
     ]
+    runs = {
+        fut.key: [int(r["run"]) for r in rows] for fut, rows in zip(futures, batches, strict=True)
+    }
     try:
         for fut in as_completed(futures):
-            report(fut.result())
+            try:
+                batch = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a lost batch, not a lost sweep
+                lost.append((runs[fut.key], _reason(exc)))
+            else:
+                report(batch)
             fut.release()
     except KeyboardInterrupt:
         client.cancel(futures)
         return True
     return False
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception from a Dask task on one short line."""
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return "KilledWorker: every worker that ran the batch died"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{name}: {text}" if text else name

@@ -174,15 +174,6 @@ def test_cli_grid_resume_and_errors(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
-        yield client
-
-
 def test_dask_equals_threads_and_streams(slider_crank, tmp_path, dask_client):
     plan = _plan()
     seen: list[int] = []
