@@ -13,8 +13,11 @@ How runs are spread:
   advance on different cores at once while one thread holds the GIL only for the
   short Python work between chunks;
 * on Dask (``client=``), each batch is one task; a worker imports the generated
-  module from its (shared) path and sends the batch's rows back, which are written
-  as they arrive.
+  module from its path where it sees the same file (a shared file system), else
+  from the module's text, which travels with every task, and sends
+  the batch's rows back, which are written as they arrive.  A batch whose worker
+  died is run again by the scheduler; one that still fails is reported
+  (:class:`SweepIncomplete`) after every other batch finished.
 
 What a sweep writes to its folder (all files atomically, batch by batch, so Ctrl-C
 or a lost worker keeps every finished run and ``resume=True`` runs only the rest)::
@@ -400,18 +403,47 @@ def _run_batch(
     return batch
 
 
-def _remote_batch(module_path: str, rows: list[dict[str, float]], task: _Task) -> _Batch:
-    """A batch on a Dask worker: import the generated module from its path (cached
-    in the worker's ``sys.modules``) and run the rows one after the other."""
+def _remote_batch(module_path: str, text: str, rows: list[dict[str, float]], task: _Task) -> _Batch:
+    """A batch on a Dask worker: import the generated module (see
+    :func:`_worker_module`) and run the rows one after the other."""
     import warnings as _warnings
 
-    from mbdgen.compiler import import_generated
     from mbdgen.simulation import ConstraintWarning
 
-    module = import_generated(module_path)
+    module = _worker_module(module_path, text)
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore", ConstraintWarning)  # recorded in the rows
         return _run_batch(module, rows, task, None)
+
+
+def _worker_module(module_path: str, text: str) -> ModuleType:
+    """The generated module on a Dask worker: from ``module_path`` when the worker
+    sees that file with the client's ``text`` (a shared file system: its Numba cache
+    is used too), else from a copy of ``text`` the worker writes to its own temporary
+    folder, under a name of the text's digest (a worker without the shared path, or
+    with an out-of-date copy, runs exactly the client's module; rule 4: the module
+    needs only numpy, numba and mbdgen.runtime)."""
+    import hashlib
+    import tempfile
+
+    from mbdgen.compiler import import_generated
+
+    path = Path(module_path)
+    try:
+        shared = path.is_file() and path.read_text(encoding="utf-8") == text
+    except OSError:
+        shared = False
+    if shared:
+        return import_generated(path)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    local = Path(tempfile.gettempdir()) / "mbdgen-sweep" / digest / path.name
+    if not (local.is_file() and local.read_text(encoding="utf-8") == text):
+        from mbdgen.fileio import atomic_write
+
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(local) as fh:
+            fh.write(text.encode("utf-8"))
+    return import_generated(local)
 
 
 # --------------------------------------------------------------------------------------
@@ -570,7 +602,8 @@ def sweep(
     workers : threads of the in-process pool (default: the CPUs this process may use).
     batch_size : runs per batch (the unit written to disk and sent to a Dask worker).
     client : a ``dask.distributed.Client``: batches run on its workers, which import
-        the generated module from its path (shared between the machines).
+        the generated module from its path where they see it (a shared file system)
+        or from its text, sent with every batch.
     resume : finish the sweep in ``path``: run only the sets without a row.
     progress : called as ``progress(done, total)`` after each batch.
 
@@ -578,6 +611,9 @@ def sweep(
     ------
     SweepInterrupted
         On Ctrl-C or SIGTERM, after writing every finished run.
+    SweepIncomplete
+        On Dask, when batches were lost (their workers died, see ``_on_dask``), after
+        writing every other run.
     MbdgenError
         On invalid options or columns, or a ``path`` that holds another sweep.
     """
@@ -789,8 +825,13 @@ def _on_dask(
     from distributed import as_completed
 
     module_path = str(Path(module.__file__).resolve())
+    # the module's text travels with every task (tens of kB: nothing next to a batch's
+    # runs), not scattered: scattered data dies with the workers that hold it, and
+    # the batches depending on it would be cancelled.  A worker that sees the same
+    # file at module_path imports that one (see _worker_module).
+    text = Path(module_path).read_text(encoding="utf-8")
     futures = [
-        client.submit(_remote_batch, module_path, rows, task, pure=False) for rows in batches
+        client.submit(_remote_batch, module_path, text, rows, task, pure=False) for rows in batches
     ]
     runs = {
         fut.key: [int(r["run"]) for r in rows] for fut, rows in zip(futures, batches, strict=True)

@@ -133,3 +133,31 @@ def test_cli_reports_lost_runs_on_one_line(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1
     assert res.output == "error: sweep incomplete: 1 of 3 runs lost (runs 2: KilledWorker)\n"
+
+
+def test_a_worker_without_the_shared_path_imports_the_sent_text(
+    slider_crank, tmp_path, monkeypatch
+):
+    """A Dask worker imports the module from the client's path when it sees the same
+    file there, and otherwise from the text the client sent (no shared file system,
+    or an out-of-date copy): it always runs the client's module.  (Import only: the
+    copy's kernels would JIT on first call, which a worker pays once.)"""
+    import sys
+
+    from mbdgen.runtime import module_name
+    from mbdgen.sweeps import _worker_module
+
+    # the copy takes the module's canonical name in sys.modules: give it back after
+    name = module_name(slider_crank.__file__)
+    monkeypatch.setitem(sys.modules, name, sys.modules[name])
+    path = Path(slider_crank.__file__)
+    text = path.read_text(encoding="utf-8")
+    assert _worker_module(str(path), text) is slider_crank
+    elsewhere = tmp_path / "not-shared" / path.name  # a path this "worker" does not see
+    received = _worker_module(str(elsewhere), text)
+    assert Path(received.__file__).read_text(encoding="utf-8") == text
+    assert received.BODY_HASH == slider_crank.BODY_HASH and not elsewhere.exists()
+    stale = tmp_path / path.name  # an old copy at the shared path: not used
+    stale.write_text(text.replace("Slider-crank", "Slider crank"), encoding="utf-8")
+    assert stale.read_text(encoding="utf-8") != text
+    assert Path(_worker_module(str(stale), text).__file__) == Path(received.__file__)
