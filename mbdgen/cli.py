@@ -1074,6 +1074,12 @@ def entry() -> None:
     "--resume", is_flag=True, help="Finish the sweep in --output: run only what is missing."
 )
 @click.option("--trajectories", is_flag=True, help="Also store every run's trajectory (HDF5).")
+@click.option(
+    "--outputs",
+    "outputs_file",
+    default=None,
+    help="A .py file of functions def NAME(result) -> float: column output.NAME per run.",
+)
 @click.option("--workers", type=int, default=None, help="Threads (default: the CPUs).")
 @click.option("--batch-size", type=int, default=None, help="Runs per batch (default: automatic).")
 @click.option("--scheduler", default=None, help="Dask scheduler ADDRESS: run the batches there.")
@@ -1119,6 +1125,7 @@ def sweep_cmd(
     output: str,
     resume: bool,
     trajectories: bool,
+    outputs_file: str | None,
     workers: int | None,
     batch_size: int | None,
     scheduler: str | None,
@@ -1149,6 +1156,7 @@ def sweep_cmd(
         SweepIncomplete,
         SweepInterrupted,
         plan_from_specs,
+        read_outputs,
         read_table,
         sweep,
     )
@@ -1166,6 +1174,17 @@ def sweep_cmd(
         plan = plan_from_specs(specs, random=n_random, seed=seed, dist=dist)
     elif not resume:
         raise MbdgenError("no parameter sets: give -p NAME=A:B:N, --random N or --table FILE")
+    outputs = read_outputs(outputs_file) if outputs_file else None
+    manifest = Path(output) / "sweep.json"
+    if resume and outputs is None and manifest.is_file():
+        import json
+
+        stored_outputs = json.loads(manifest.read_text()).get("outputs") or []
+        if stored_outputs:
+            raise MbdgenError(
+                f"the sweep in {output} has outputs ({', '.join(stored_outputs)}): give "
+                "--outputs FILE again to resume it"
+            )
     module = compile_model(model, out_dir)
     client = None
     if scheduler:
@@ -1196,7 +1215,6 @@ def sweep_cmd(
         "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,
         "output_every": output_every, "strict": strict,
     }  # fmt: skip
-    manifest = Path(output) / "sweep.json"
     if resume and manifest.is_file():
         # options left at their defaults take the stored sweep's values
         import json
@@ -1214,8 +1232,9 @@ def sweep_cmd(
                 options[name] = stored[name]
     try:
         result = sweep(
-            module, plan, path=output, trajectories=trajectories, workers=workers,
-            batch_size=batch_size, client=client, resume=resume, progress=callback, **options,
+            module, plan, path=output, outputs=outputs, trajectories=trajectories,
+            workers=workers, batch_size=batch_size, client=client, resume=resume,
+            progress=callback, **options,
         )  # fmt: skip
     except (SweepInterrupted, SweepIncomplete) as exc:
         if bar is not None:

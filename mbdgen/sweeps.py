@@ -272,6 +272,46 @@ def _check_columns(module: ModuleType, columns: Iterable[str]) -> None:
             )
 
 
+def read_outputs(path: str | Path) -> dict[str, ResultFunction]:
+    """The output functions of a Python file (the CLI's ``--outputs``): every public
+    function defined in it, ``def NAME(result) -> float``, becomes the column
+    ``output.NAME`` of each finished run.
+
+    The file is run like a model file (it is the user's code); it is not registered
+    in ``sys.modules``, so on Dask its functions travel to the workers by value.
+    """
+    import importlib.util
+    import inspect
+
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".py":
+        raise MbdgenError(f"outputs file {path}: no such .py file")
+    spec = importlib.util.spec_from_file_location(f"mbdgen_sweep_outputs_{path.stem}", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - defensive
+        raise MbdgenError(f"cannot load outputs file {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: its error on one line
+        raise MbdgenError(f"cannot load outputs file {path}: {type(exc).__name__}: {exc}") from None
+    functions = {
+        name: fn
+        for name, fn in vars(module).items()
+        if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == module.__name__
+    }
+    if not functions:
+        raise MbdgenError(
+            f"outputs file {path} defines no function: write def NAME(result) -> float"
+        )
+    for name, fn in functions.items():
+        params = inspect.signature(fn).parameters
+        if len(params) != 1:
+            raise MbdgenError(
+                f"outputs file {path}: {name}() must take one argument, the run's Result"
+            )
+    return functions
+
+
 # --------------------------------------------------------------------------------------
 # One run and one batch
 # --------------------------------------------------------------------------------------
@@ -366,11 +406,21 @@ def run_one(
     if complete:
         record.update(_scalars(module, result))  # type: ignore[arg-type]
     for name, fn in task.outputs.items():
-        record[f"output.{name}"] = float(fn(result)) if complete else math.nan  # type: ignore[arg-type]
+        record[f"output.{name}"] = _output(name, fn, result, row) if complete else math.nan
     arrays = None
     if task.trajectories and result is not None:
         arrays = {k: np.ascontiguousarray(getattr(result, k)) for k in TRAJECTORY_ARRAYS}
     return record, arrays
+
+
+def _output(name: str, fn: ResultFunction, result: Any, row: Mapping[str, float]) -> float:
+    """A user's output of a finished run; its failure names the output and the run."""
+    try:
+        return float(fn(result))
+    except Exception as exc:  # the user's code: stop the sweep with one clear line
+        raise MbdgenError(
+            f"output {name!r} failed on run {int(row['run'])}: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 @dataclass
@@ -785,6 +835,7 @@ def _in_process(
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mbdgen-sweep")
         pending: set[Future[_Batch]] = set()
         queue = list(reversed(batches))
+        failure: BaseException | None = None
         try:
             while queue or pending:
                 while queue and len(pending) < 2 * workers and not stop.is_set():
@@ -793,9 +844,17 @@ def _in_process(
                     break
                 finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    report(fut.result())
+                    # a user's output function failed: start no more batches, keep
+                    # the ones that are running, then raise
+                    if fut.exception() is not None:
+                        failure = failure or fut.exception()
+                        queue.clear()
+                    else:
+                        report(fut.result())
                 if stop.is_set():
                     queue.clear()
+            if failure is not None:
+                raise failure
         except KeyboardInterrupt:
             stopped = True
             stop.set()
