@@ -1109,6 +1109,16 @@ def entry() -> None:
 @click.option("--rho-inf", default=None, type=float, help="Generalized-α's ρ∞.")
 @click.option("--rtol", default=1e-6, show_default=True, type=float, help="Variable step: rtol.")
 @click.option("--atol", default=1e-6, show_default=True, type=float, help="Variable step: atol.")
+@click.option(
+    "--h-min", default=None, type=float, help="hht_adaptive, genalpha_adaptive: smallest step."
+)
+@click.option(
+    "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
+)
+@click.option("--phi-tol", default=None, type=float, help="‖Φ‖ warning level (simulate's).")
+@click.option(
+    "--energy-tol", default=None, type=float, help="Energy-balance warning level (simulate's)."
+)
 @click.option("--assemble", is_flag=True, help="Make each set's q0, q̇0 consistent first.")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
@@ -1142,6 +1152,10 @@ def sweep_cmd(
     rho_inf: float | None,
     rtol: float,
     atol: float,
+    h_min: float | None,
+    h_max: float | None,
+    phi_tol: float | None,
+    energy_tol: float | None,
     assemble: bool,
     hold: tuple[str, ...],
     output_every: int,
@@ -1215,6 +1229,12 @@ def sweep_cmd(
         "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,
         "output_every": output_every, "strict": strict,
     }  # fmt: skip
+    # given only when set, so a sweep written without them resumes unchanged
+    stepper = {k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None}
+    if stepper:
+        options["options"] = stepper
+    checks = {k: v for k, v in (("phi_tol", phi_tol), ("energy_tol", energy_tol)) if v is not None}
+    options.update(checks)
     if resume and manifest.is_file():
         # options left at their defaults take the stored sweep's values
         import json
@@ -1229,6 +1249,9 @@ def sweep_cmd(
                 name in stored
                 and ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
             ):
+                options[name] = stored[name]
+        for name in ("options", "phi_tol", "energy_tol"):
+            if name in stored and name not in options:
                 options[name] = stored[name]
     try:
         result = sweep(

@@ -90,3 +90,19 @@ def test_a_failing_output_names_itself_and_the_run(slider_crank, tmp_path):
                      outputs={"boom": boom}, assemble=["theta"], t_end=0.01)  # fmt: skip
     kept = load_sweep(tmp_path / "s")  # the batches that finished are on disk
     assert 1 in kept.missing and (kept.table["status"] == "finished").all()
+
+
+def test_cli_check_levels_apply_to_every_run_and_resume(tmp_path):
+    """--phi-tol (like --energy-tol, --h-min, --h-max) reaches every run's simulate():
+    below the published q0's ‖Φ(q0)‖ ≈ 4e-5 with --strict each set is refused with
+    simulate()'s message; a --resume that leaves it out keeps the stored level."""
+    out = str(tmp_path / "c")
+    runner = CliRunner()
+    res = runner.invoke(main, [*ARGS, "-p", "m=1,2", "--phi-tol", "1e-14", "--strict", "-o", out])
+    assert res.exit_code == 0 and "2 error" in res.output, res.output
+    table = load_sweep(out).table
+    assert table["message"].str.contains("phi_tol = 1e-14", regex=False).all()
+    res = runner.invoke(main, [*ARGS, "--resume", "-o", out])
+    assert res.exit_code == 0 and "2 runs" in res.output, res.output
+    res = runner.invoke(main, [*ARGS, "--resume", "--phi-tol", "1", "-o", out])
+    assert res.exit_code == 1 and "options differ" in res.output
