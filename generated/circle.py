@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
+COMPILER_HASH = "18e3ab0e6c0842a7"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ed6ff8e4ae9ef4d6fdd9910ac6afc996f45d1c5f7e948373b66ba2835ef242f8"
+BODY_HASH = "fcdd8633d79c89d36acfc3f5c01ea5513479ec8758a06d46f55311ee87a7fea4"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
+COMPILER_HASH = "18e3ab0e6c0842a7"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b804655bd4ef9a101f0b3f018feb8636486aac48fa78f11d25662d7ea47b8c1f"
+BODY_HASH = "6058f366e272898b216367b9ca7efa9ac6d11db1f535cd1bf5787a50380b2fac"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
+COMPILER_HASH = "18e3ab0e6c0842a7"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "58caaddbeebd9e3b49c6f0517d32dd27fa5b36996908c453a4ef4acc467dbeed"
+BODY_HASH = "316f6fff87bbd12996d3f52bd97482ca279fecf66cc158f6441f7b57101bf2d1"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

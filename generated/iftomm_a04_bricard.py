@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
+COMPILER_HASH = "18e3ab0e6c0842a7"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ec794435d1f80a59a8e494e68ca2e82e7bd0f67108398e912f09db91a5f39bf5"
+BODY_HASH = "557968677e1b184cf7f04df45b90c490f0f547b0653b1a23c55670c9ca5584b6"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
+COMPILER_HASH = "18e3ab0e6c0842a7"
 ABI_HASH = "4c54fa16a48c0773"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9ab7a99d3f9c7afe0d671c25fa5a857cd0071f49012f4013ff7fb66abb665679"
+BODY_HASH = "04ce35f0d2d698379eecd86b899a6fa37f9e11c86b54732d91a6cf2c2411827b"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

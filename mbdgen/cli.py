@@ -14,12 +14,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from mbdgen import __version__, interrupts
 from mbdgen.errors import MbdgenError, SimulationError
+
+if TYPE_CHECKING:
+    from mbdgen.timing import CompileReport
 
 _T = TypeVar("_T")
 
@@ -101,15 +104,48 @@ def main(debug: bool) -> None:
 @click.option("-o", "--out-dir", default="generated", show_default=True, help="Output folder.")
 @click.option("--force", is_flag=True, help="Regenerate even if the module is up to date.")
 @click.option("--check", is_flag=True, help="Only check that the module is up to date (exit 1).")
-def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Report each stage with its time: load, derive (per element type: cached or "
+    "derived), cse, render, write (and jit with --jit).",
+)
+@click.option(
+    "--jit",
+    "jit",
+    default=None,
+    metavar="METHODS",
+    help="Also JIT-compile these methods' entry points into Numba's disk cache (one "
+    "step each, comma-separated, e.g. abm,vabm) and time each.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Derive every element type anew: neither read nor fill the element cache "
+    "(also MBDGEN_NO_ELEMENT_CACHE=1).",
+)
+def compile_cmd(
+    model: str,
+    out_dir: str,
+    force: bool,
+    check: bool,
+    verbose: bool,
+    jit: str | None,
+    no_cache: bool,
+) -> None:
     """Generate the kernel module of MODEL (a models/*.py file).
 
     An existing module that was edited by hand (its text does not match its stamp)
     is refused, and replaced only with --force; a file that is not a generated module
-    is never written over.
+    is never written over.  Library element types are derived once per installation
+    and kept in the element cache (~/.cache/mbdgen/elements, or
+    MBDGEN_ELEMENT_CACHE_DIR); the generated module is the same with or without it.
     """
     from mbdgen.compiler import generate, generated_path, stale_reason
+    from mbdgen.timing import CompileReport
 
+    methods = _jit_methods(jit)
     target = generated_path(model, out_dir)
     if check:
         reason = stale_reason(model, target)
@@ -117,11 +153,52 @@ def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
             raise MbdgenError(f"{target} is out of date: {reason}")
         click.echo(f"{target} is up to date")
         return
+    report = CompileReport()
     if not force and stale_reason(model, target) is None:
         click.echo(f"{target} is up to date")
-        return
-    path, written = generate(model, out_dir)
-    click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    else:
+        path, written = generate(
+            model, out_dir, report=report, element_cache=False if no_cache else None
+        )
+        click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    if methods:
+        _jit_entry_points(target, methods, report)
+    if verbose and report.stages:
+        click.echo(report.table())
+
+
+def _jit_methods(jit: str | None) -> list[str]:
+    """The method names of ``--jit`` (checked before any work)."""
+    if jit is None:
+        return []
+    from mbdgen.methods import get_method
+
+    names = [name.strip() for name in jit.split(",") if name.strip()]
+    if not names:
+        raise MbdgenError("--jit needs at least one method name, e.g. --jit abm,vabm")
+    for name in names:
+        get_method(name)
+    return names
+
+
+def _jit_entry_points(target: Path, methods: list[str], report: CompileReport) -> None:
+    """Run one step of each method on the module at ``target`` (Numba compiles its entry
+    point, or loads it from its disk cache) and record the time as a ``jit`` stage."""
+    import time
+
+    from mbdgen.compiler import import_generated
+    from mbdgen.methods import get_method
+    from mbdgen.simulation import simulate
+
+    start = time.perf_counter()
+    module = import_generated(target)
+    report.add("import", time.perf_counter() - start, target.name)
+    for name in methods:
+        h = 1e-3
+        start = time.perf_counter()
+        with _SlowNotice(f"JIT-compiling the {name} entry point (cached afterwards) ..."):
+            simulate(module, method=name, h=h, t_end=h)
+        report.add("jit", time.perf_counter() - start, f"{name}: {get_method(name).entry}")
 
 
 def _compile(model: str, out_dir: str) -> object:
