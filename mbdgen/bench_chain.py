@@ -113,8 +113,10 @@ SCALE_H = 1e-3
 #: Skip the next size when a size took longer than this per 10 steps.
 SCALE_BUDGET_S = 5.0
 #: A time-to-error search gives up on a contender whose next run would take longer.
-RUN_BUDGET_S = 60.0
-QUICK_RUN_BUDGET_S = 10.0
+RUN_BUDGET_S = 20.0
+QUICK_RUN_BUDGET_S = 5.0
+#: A contender is first run over T/PROBE_FRACTION; ×PROBE_FRACTION predicts a full run.
+PROBE_FRACTION = 20
 #: Targets of the issue.
 GOAL_RATIO = 1.0
 GOAL_EXPONENT = 1.2
@@ -531,6 +533,19 @@ def error_case(n_links: int, quick: bool = False, repeats: int = 3) -> dict[str,
             methods[name] = {"available": False, "why": str(exc).splitlines()[0][:120]}
             continue
         row: dict[str, Any] = {"available": True, "first_call_s": time.perf_counter() - t0}
+        # a probe over T/20 at the loosest setting the search starts from predicts a run
+        first = TOLERANCES[0] if kind == "tolerance" else max(1, (n_base or 2000) // PROBE_FRACTION)
+        t0 = time.perf_counter()
+        try:
+            _simulate(module, name, first, t_end=T_END / PROBE_FRACTION)
+        except Exception:
+            pass  # the search reports it
+        row["predicted_run_s"] = (time.perf_counter() - t0) * PROBE_FRACTION
+        if row["predicted_run_s"] > budget:
+            row.update(reached=False, why=f"a run would take ~{row['predicted_run_s']:.0f} s "
+                       f"(budget {budget:g} s)")  # fmt: skip
+            methods[name] = row
+            continue
         if kind == "tolerance":
             res = loosest_tolerance(
                 lambda tol, name=name: planar_angles(_simulate(module, name, tol)),
@@ -660,7 +675,7 @@ def fit_exponent(rows: Sequence[dict[str, Any]], key: str = "us_per_step") -> fl
 def scale_case(kind: str, sizes: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """µs per step (warm) of :data:`SCALE_METHOD` at h = :data:`SCALE_H` for chains of
     ``sizes`` links, and the fitted exponent.  Steps per timing: about 0.5 s worth
-    (2 to 200); best of 3 (1 for slow sizes).  After a size that took more than
+    (2 to 2000); best of 3 (1 for slow sizes).  After a size that took more than
     :data:`SCALE_BUDGET_S` per 10 steps the larger ones are skipped."""
     rows: list[dict[str, Any]] = []
     too_slow = False
@@ -673,7 +688,7 @@ def scale_case(kind: str, sizes: Sequence[int], quick: bool = False) -> dict[str
         _simulate(module, SCALE_METHOD, 1, t_end=SCALE_H)  # JIT or cache load
         first = time.perf_counter() - t0
         probe = _best(lambda m=module: _simulate(m, SCALE_METHOD, 2, t_end=2 * SCALE_H), 1) / 2
-        steps = int(min(200, max(2, 0.5 // max(probe, 1e-9))))
+        steps = int(min(2000, max(2, 0.5 // max(probe, 1e-9))))
         repeats = 1 if probe * steps > 2.0 or quick else 3
         wall = _best(
             lambda m=module, k=steps: _simulate(m, SCALE_METHOD, k, t_end=k * SCALE_H), repeats
@@ -784,7 +799,8 @@ def report(r: dict[str, Any]) -> str:
                 vals.append("n/a")
                 sets.append("n/a")
                 continue
-            vals.append(_fmt(row.get("run_s"), ".4f", "budget"))
+            est = row.get("predicted_run_s")
+            vals.append(_fmt(row.get("run_s"), ".4f", "over" if est is None else f">~{est:.0f}"))
             sets.append(_fmt(row.get("h") if kind == "step" else row.get("tol"), ".1e"))
         lines.append(line(f"mbdgen {name}, s", vals))
         lines.append(line(f"  its {'h' if kind == 'step' else 'tol'}", sets))
@@ -795,6 +811,12 @@ def report(r: dict[str, Any]) -> str:
         lines.append(line("MuJoCo RK4, s", [_fmt(m.get("run_s"), ".4f", "budget") for m in mj]))
         lines.append(line("  its h", [_fmt(m.get("h"), ".2e") for m in mj]))
     lines.append(line("mbdgen best method", [c.get("best_method") or "-" for c in cases]))
+    lines.append(
+        line(
+            "hand-written first call, s",
+            [_fmt(c["handwritten"].get("first_call_s"), ".2f") for c in cases],
+        )
+    )
     lines.append(
         line(
             "mbdgen best / hand-written",
@@ -815,6 +837,11 @@ def report(r: dict[str, Any]) -> str:
         )
     )
     lines.append(line("generate (0 if current), s", [_fmt(c["generate_s"], ".2f") for c in cases]))
+    lines.append(
+        "(>~X: not run, a run was predicted to take X s, over the time budget of "
+        f"{QUICK_RUN_BUDGET_S if r['quick'] else RUN_BUDGET_S:g} s; first call: JIT or "
+        "Numba cache load plus a 2-step run)"
+    )
     lines.append(
         f"goal  mbdgen best / hand-written <= {r['goal_ratio']:g} for every N: "
         f"{'PASS' if r['pass_ratio'] else 'FAIL'}"

@@ -10,6 +10,7 @@ are the benchmark's business, not asserted here.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -118,3 +119,37 @@ def test_mujoco_chain_is_the_same_mechanism():
     mujoco.mj_step(model, data, nstep=100)
     theta, _ = bc.handwritten_chain(2, 1e-3, 0.1)
     np.testing.assert_allclose(np.cumsum(data.qpos), theta, rtol=0, atol=1e-9)
+
+
+def test_mujoco_column_without_mujoco(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco", None)  # `import mujoco` raises ImportError
+    assert bc.mujoco_case(2, np.zeros(2)) == {"available": False, "why": "not installed"}
+
+
+def test_report_renders_ratios_skips_and_missing_columns():
+    # Synthetic numbers (the bench's own are too slow for a unit test): the table shows
+    # the ratio per N, a method over the budget, MuJoCo "not installed", skipped sizes.
+    method = {"available": True, "run_s": 2.0, "h": 1e-3, "tol": 1e-8, "first_call_s": 9.0}
+    over = {"available": True, "reached": False, "predicted_run_s": 123.0}
+    case = {
+        "links": 8,
+        "generate_s": 0.0,
+        "handwritten": {"run_s": 0.5, "h": 1e-3, "first_call_s": 0.1},
+        "mbdgen": {name: dict(method) for name in bc.CHAIN_METHODS},
+        "mujoco": {"available": False, "why": "not installed"},
+        "best_method": "abm",
+        "ratio_best_over_handwritten": 4.0,
+    }
+    case["mbdgen"]["rk4"] = over
+    rows = [{"links": 8, "n": 24, "m": 16, "us_per_step": 10.0, "first_call_s": 1.0,
+             "generate_s": 0.0}, {"links": 16, "skipped": "too slow"}]  # fmt: skip
+    scale = {"kind": "planar", "method": "rk4", "h": 1e-3, "rows": rows, "exponent": None,
+             "handwritten_exponent": None, "goal_exponent": 1.2, "pass_exponent": None,
+             "sizes_complete": False}  # fmt: skip
+    text = bc.report(
+        {"quick": True, "problem": "p", "target_error": 1e-6, "t_end": 5.0,
+         "time_to_error": [case], "goal_ratio": 1.0, "pass_ratio": False,
+         "scale_planar": scale, "scale_spatial": {**scale, "kind": "spatial"}}
+    )  # fmt: skip
+    assert "4.00" in text and "not inst." in text and ">~123" in text
+    assert "skipped (too slow)" in text and "FAIL" in text
