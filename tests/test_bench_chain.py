@@ -130,7 +130,7 @@ def test_report_renders_ratios_skips_and_missing_columns():
     # Synthetic numbers (the bench's own are too slow for a unit test): the table shows
     # the ratio per N, a method over the budget, MuJoCo "not installed", skipped sizes.
     method = {"available": True, "run_s": 2.0, "h": 1e-3, "tol": 1e-8, "first_call_s": 9.0}
-    over = {"available": True, "reached": False, "predicted_run_s": 123.0}
+    over = {"available": True, "reached": False, "not_run": True, "predicted_run_s": 123.0}
     case = {
         "links": 8,
         "generate_s": 0.0,
