@@ -156,3 +156,12 @@ def test_report_renders_ratios_skips_and_missing_columns():
     )  # fmt: skip
     assert "4.00" in text and "not inst." in text and ">~123" in text
     assert "skipped (too slow)" in text and "FAIL" in text
+
+
+def test_cli_offers_the_chain_bench():
+    from click.testing import CliRunner
+
+    from mbdgen.cli import main
+
+    out = CliRunner().invoke(main, ["bench", "--help"])
+    assert out.exit_code == 0 and "--chain" in out.output
