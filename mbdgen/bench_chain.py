@@ -489,11 +489,12 @@ def loosest_tolerance(
 
 
 def _timed_best(fn: Callable[[], object], seconds: float, repeats: int) -> float:
-    """Best of ``seconds`` (the search's own run of the setting) and further repeats,
-    which are skipped for runs longer than 2 s (one is then enough)."""
+    """Best of ``seconds`` (the search's own run of the setting) and further repeats:
+    none for runs longer than 2 s, ``repeats`` for shorter ones, and at least 7 for
+    runs under 0.5 s (on a loaded machine a cheap run is easily doubled by others)."""
     if seconds > 2.0:
         return seconds
-    return min(seconds, _best(fn, repeats))
+    return min(seconds, _best(fn, max(repeats, 7) if seconds < 0.5 else repeats))
 
 
 def _seconds_of(tried: Sequence[tuple[Any, float, float]], setting: Any) -> float:
