@@ -43,6 +43,7 @@ check-generated: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/mbdgen bench
+	$(BIN)/mbdgen bench --chain
 
 ## docs: the API reference from the docstrings (pdoc) into docs/api/, the spatial figure
 API_MODULES = mbdgen mbdgen.model mbdgen.model.planar mbdgen.model.spatial \

@@ -800,12 +800,38 @@ def methods() -> None:
     help="Only the sweep bench, with this many runs (1000: the issue's): serial loop vs "
     "threads vs a Dask LocalCluster.",
 )
+@click.option(
+    "--chain",
+    is_flag=True,
+    help="Only the chain bench: time to 1e-6 against a hand-written O(N) Numba RK4 (and "
+    "MuJoCo if installed) for N = 8..128, and per-step cost against N.",
+)
 def bench(
-    quick: bool, output: str | None, scale_sizes: str, scale_only: bool, sweep_runs: int | None
+    quick: bool,
+    output: str | None,
+    scale_sizes: str,
+    scale_only: bool,
+    sweep_runs: int | None,
+    chain: bool,
 ) -> None:
     """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop,
     and the cold compile time and module size of planar N-link chains."""
     from mbdgen.bench import report, run, scale, scale_report
+
+    if chain:
+        from mbdgen import bench_chain
+
+        numbers = bench_chain.run(quick=quick)
+        click.echo(bench_chain.report(numbers))
+        if output:
+            import json
+
+            from mbdgen.fileio import atomic_write
+
+            with atomic_write(output, "w") as fh:
+                fh.write(json.dumps(numbers, indent=2))
+            click.echo(f"wrote {output}")
+        return
 
     if sweep_runs is not None:
         from mbdgen.bench import sweep_bench, sweep_report
