@@ -25,15 +25,17 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "3c3bbcc7b61bf958"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "6cf738c052e5673d"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ed6ff8e4ae9ef4d6fdd9910ac6afc996f45d1c5f7e948373b66ba2835ef242f8"
+BODY_HASH = "3168a8fa07434195eebde2199c775d678f4b073acbaa8be9ffd16cbedd62baa6"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -197,6 +199,20 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
     phi_q[0, 0] = 2*q[0]
     phi_q[0, 1] = 2*q[1]
+    gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    force[:] = 0.0
+    phi_t[:] = 0.0
+    mass[0] = p[0]
+    mass[1] = p[0]
+    force[1] = -p[1]*p[0]
+    phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
+    phi_q[0] = 2*q[0]
+    phi_q[1] = 2*q[1]
     gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
 
 
