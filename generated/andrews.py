@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "122700dea5cd7bf336c2be15e7027d41a54f524fecd3b43dcc32d6bd864ef331"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2d5059f45493fd6ad3c2de99d59f3a0ff20eaaa73194a20791481f2c18731612"
+BODY_HASH = "5e2f9bd08daaa284d07f655782afb55fc0e9dae347c59c3b71c41e880708eea0"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

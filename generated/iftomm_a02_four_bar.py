@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "63349e52f62f5b06d4fe9881af218fc0349dfaac886b47470e535dbaabee3d8b"
+BODY_HASH = "64ad4f062714c3254b11ec634eca7d439dac85e21e04c94f27d5c812568320b4"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ab25a31786cc95bd8acf3d4e6faf75b4281b7c05bf4d43ead2e56c7fdd2deefd"
+BODY_HASH = "9e84ee2331dd12c3f8da337bb4422a9542ace43efb3a4acb9c44f045e16342af"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c39ad91c33a6d704c074494123e57f3d78f5ce71bad85843f248c7d55e5a9800"
+BODY_HASH = "ee897180a00e679db9e15f8f09e816d4d96a223856e4b4e4ff418bdfba433760"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "fee5f08cf2429143521402ab8fff53f841632a47a501b3a90a29530d81e9f1cf"
+BODY_HASH = "2ed03ec1eac3e8e6b96b9204460c3a48173209425506e9dcb36388a6d5b0c928"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6cf738c052e5673d"
+COMPILER_HASH = "4aaeb98f65028edd"
 ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "328e6c11cdec149ae31803c686f69378644ed495be70d16fd9c19a8b29a8c800"
+BODY_HASH = "e0227ff19935604db3921b10ab371156c44718a9563ee42d20a1401b6486f01d"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

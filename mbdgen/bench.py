@@ -487,6 +487,7 @@ def _run_child(model: Path, out_dir: Path, cache_dir: Path, method: str) -> dict
     )
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    env["MBDGEN_ELEMENT_CACHE_DIR"] = str(Path(cache_dir) / "elements")  # cold: no types
     spawn = time.time()
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -859,6 +860,7 @@ def scale(sizes: Sequence[int] = SCALE_SIZES) -> list[dict[str, Any]]:
             )
             env = dict(os.environ)
             env["NUMBA_CACHE_DIR"] = str(cache)
+            env["MBDGEN_ELEMENT_CACHE_DIR"] = str(cache / "elements")  # derive every type
             t0 = time.perf_counter()
             proc = subprocess.run(
                 [sys.executable, "-c", code],
@@ -1759,11 +1761,20 @@ def sweep_options(t_end: float = SWEEP_T_END) -> dict[str, Any]:
 
 
 def sweep_bench(
-    runs: int = SWEEP_RUNS, t_end: float = SWEEP_T_END, repeats: int = 2, workers: int = 2
+    runs: int = SWEEP_RUNS,
+    t_end: float = SWEEP_T_END,
+    repeats: int = 2,
+    workers: int = 2,
+    exudyn: bool = True,
 ) -> dict[str, Any]:
     """Wall time of one sweep of ``runs`` sets: the serial loop (one thread), the
     in-process pool of ``workers`` threads and a Dask ``LocalCluster`` of ``workers``
-    single-threaded worker processes; best of ``repeats``, each writing its folder."""
+    single-threaded worker processes; best of ``repeats``, each writing its folder.
+
+    With ``exudyn`` and Exudyn installed (the ``bench`` extra), also the same plan
+    through Exudyn's ``ParameterVariation`` on ``workers`` processes, once (see
+    :mod:`mbdgen.bench_exudyn`), and how far its final crank angles lie from
+    mbdgen's."""
     import mbdgen
 
     module = mbdgen_module()
@@ -1771,6 +1782,7 @@ def sweep_bench(
     mbdgen.sweep(module, plan.iloc[:2], workers=1, **options)  # JIT or cache load
     load_before = os.getloadavg()
     stepping: list[float] = []
+    tables: list[Any] = []
 
     def timed(**kw: Any) -> float:
         best = math.inf
@@ -1781,6 +1793,7 @@ def sweep_bench(
                 best = min(best, time.perf_counter() - start)
             stepping.append(float(done.table["counter.wall_time_s"].sum()))
             assert (done.table["status"] == "finished").all()
+            tables.append(done.table)
         return best
 
     serial = timed(workers=1)
@@ -1793,8 +1806,10 @@ def sweep_bench(
         mbdgen.sweep(module, plan.iloc[: 2 * workers], client=client, batch_size=1, **options)
         cluster_start = time.perf_counter() - start
         dask = timed(client=client)
+    exu = _exudyn_column(module, runs, t_end, workers, tables[0]) if exudyn else None
     load_after = os.getloadavg()
     return {
+        "exudyn": exu,
         "runs": runs,
         "t_end": t_end,
         "steps_per_run": int(round(t_end / H)),
@@ -1816,8 +1831,46 @@ def sweep_bench(
     }
 
 
+def _exudyn_column(
+    module: ModuleType, runs: int, t_end: float, workers: int, table: Any
+) -> dict[str, Any]:
+    """Exudyn's ParameterVariation over the same plan (None values: not installed)."""
+    from mbdgen import bench_exudyn
+
+    if not bench_exudyn.available():
+        return {"installed": False}
+    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    out = bench_exudyn.exudyn_sweep(runs, 0, t_end, H, workers, defaults, float(module.Q0[0]))
+    assert out is not None
+    theta = out["final_q"][:, 0]
+    mine = table.sort_values("run")["final.q.theta"].to_numpy()
+    diff = np.abs(theta - mine)
+    return {
+        "installed": True,
+        "version": bench_exudyn.version(),
+        "wall_s": out["wall_s"],
+        "ms_per_run": 1e3 * out["wall_s"] / runs,
+        "max_abs_diff_final_theta": float(diff.max()),
+        "median_abs_diff_final_theta": float(np.median(diff)),
+    }
+
+
 def sweep_report(s: dict[str, Any]) -> str:
     """The sweep numbers as text."""
+    e = s.get("exudyn")
+    if e is None:
+        exu = ["  Exudyn ParameterVariation: not run"]
+    elif not e["installed"]:
+        exu = ["  Exudyn ParameterVariation: not installed (pip install 'mbdgen[bench]')"]
+    else:
+        exu = [
+            f"  Exudyn {e['version']} ParameterVariation ({s['workers']} processes, "
+            f"generalized-α) {e['wall_s']:8.2f} s  ({e['ms_per_run']:.2f} ms/run; "
+            f"Exudyn / mbdgen threads {e['wall_s'] / s['threads_s']:.1f})",
+            f"    final θ, Exudyn vs mbdgen: max |Δ| {e['max_abs_diff_final_theta']:.2e} rad, "
+            f"median {e['median_abs_diff_final_theta']:.2e} rad (generalized-α, 2nd order, "
+            "vs ABM 4)",
+        ]
     return "\n".join(
         [
             f"sweep: {s['runs']} runs of the slider-crank, {s['steps_per_run']} steps each "
@@ -1827,6 +1880,7 @@ def sweep_report(s: dict[str, Any]) -> str:
             f"  in-process threads {s['threads_s']:8.2f} s",
             f"  Dask LocalCluster  {s['dask_s']:8.2f} s  "
             f"(cluster start {s['dask_cluster_start_s']:.1f} s, not counted)",
+            *exu,
             f"  load average {s['load_average_before']:.2f} before, {s['load_average_after']:.2f} "
             "after (other processes share the cores)",
             f"goal  serial / threads >= {GOAL_SWEEP_THREADS:g}: {s['threads_speedup']:.2f}  "

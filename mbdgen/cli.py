@@ -14,12 +14,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from mbdgen import __version__, interrupts
 from mbdgen.errors import MbdgenError, SimulationError
+
+if TYPE_CHECKING:
+    from mbdgen.timing import CompileReport
 
 _T = TypeVar("_T")
 
@@ -101,15 +104,48 @@ def main(debug: bool) -> None:
 @click.option("-o", "--out-dir", default="generated", show_default=True, help="Output folder.")
 @click.option("--force", is_flag=True, help="Regenerate even if the module is up to date.")
 @click.option("--check", is_flag=True, help="Only check that the module is up to date (exit 1).")
-def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Report each stage with its time: load, derive (per element type: cached or "
+    "derived), cse, render, write (and jit with --jit).",
+)
+@click.option(
+    "--jit",
+    "jit",
+    default=None,
+    metavar="METHODS",
+    help="Also JIT-compile these methods' entry points into Numba's disk cache (one "
+    "step each, comma-separated, e.g. abm,vabm) and time each.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Derive every element type anew: neither read nor fill the element cache "
+    "(also MBDGEN_NO_ELEMENT_CACHE=1).",
+)
+def compile_cmd(
+    model: str,
+    out_dir: str,
+    force: bool,
+    check: bool,
+    verbose: bool,
+    jit: str | None,
+    no_cache: bool,
+) -> None:
     """Generate the kernel module of MODEL (a models/*.py file).
 
     An existing module that was edited by hand (its text does not match its stamp)
     is refused, and replaced only with --force; a file that is not a generated module
-    is never written over.
+    is never written over.  Library element types are derived once per installation
+    and kept in the element cache (~/.cache/mbdgen/elements, or
+    MBDGEN_ELEMENT_CACHE_DIR); the generated module is the same with or without it.
     """
     from mbdgen.compiler import generate, generated_path, stale_reason
+    from mbdgen.timing import CompileReport
 
+    methods = _jit_methods(jit)
     target = generated_path(model, out_dir)
     if check:
         reason = stale_reason(model, target)
@@ -117,11 +153,52 @@ def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
             raise MbdgenError(f"{target} is out of date: {reason}")
         click.echo(f"{target} is up to date")
         return
+    report = CompileReport()
     if not force and stale_reason(model, target) is None:
         click.echo(f"{target} is up to date")
-        return
-    path, written = generate(model, out_dir)
-    click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    else:
+        path, written = generate(
+            model, out_dir, report=report, element_cache=False if no_cache else None
+        )
+        click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    if methods:
+        _jit_entry_points(target, methods, report)
+    if verbose and report.stages:
+        click.echo(report.table())
+
+
+def _jit_methods(jit: str | None) -> list[str]:
+    """The method names of ``--jit`` (checked before any work)."""
+    if jit is None:
+        return []
+    from mbdgen.methods import get_method
+
+    names = [name.strip() for name in jit.split(",") if name.strip()]
+    if not names:
+        raise MbdgenError("--jit needs at least one method name, e.g. --jit abm,vabm")
+    for name in names:
+        get_method(name)
+    return names
+
+
+def _jit_entry_points(target: Path, methods: list[str], report: CompileReport) -> None:
+    """Run one step of each method on the module at ``target`` (Numba compiles its entry
+    point, or loads it from its disk cache) and record the time as a ``jit`` stage."""
+    import time
+
+    from mbdgen.compiler import import_generated
+    from mbdgen.methods import get_method
+    from mbdgen.simulation import simulate
+
+    start = time.perf_counter()
+    module = import_generated(target)
+    report.add("import", time.perf_counter() - start, target.name)
+    for name in methods:
+        h = 1e-3
+        start = time.perf_counter()
+        with _SlowNotice(f"JIT-compiling the {name} entry point (cached afterwards) ..."):
+            simulate(module, method=name, h=h, t_end=h)
+        report.add("jit", time.perf_counter() - start, f"{name}: {get_method(name).entry}")
 
 
 def _compile(model: str, out_dir: str) -> object:
@@ -1074,6 +1151,12 @@ def entry() -> None:
     "--resume", is_flag=True, help="Finish the sweep in --output: run only what is missing."
 )
 @click.option("--trajectories", is_flag=True, help="Also store every run's trajectory (HDF5).")
+@click.option(
+    "--outputs",
+    "outputs_file",
+    default=None,
+    help="A .py file of functions def NAME(result) -> float: column output.NAME per run.",
+)
 @click.option("--workers", type=int, default=None, help="Threads (default: the CPUs).")
 @click.option("--batch-size", type=int, default=None, help="Runs per batch (default: automatic).")
 @click.option("--scheduler", default=None, help="Dask scheduler ADDRESS: run the batches there.")
@@ -1103,6 +1186,16 @@ def entry() -> None:
 @click.option("--rho-inf", default=None, type=float, help="Generalized-α's ρ∞.")
 @click.option("--rtol", default=1e-6, show_default=True, type=float, help="Variable step: rtol.")
 @click.option("--atol", default=1e-6, show_default=True, type=float, help="Variable step: atol.")
+@click.option(
+    "--h-min", default=None, type=float, help="hht_adaptive, genalpha_adaptive: smallest step."
+)
+@click.option(
+    "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
+)
+@click.option("--phi-tol", default=None, type=float, help="‖Φ‖ warning level (simulate's).")
+@click.option(
+    "--energy-tol", default=None, type=float, help="Energy-balance warning level (simulate's)."
+)
 @click.option("--assemble", is_flag=True, help="Make each set's q0, q̇0 consistent first.")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
@@ -1119,6 +1212,7 @@ def sweep_cmd(
     output: str,
     resume: bool,
     trajectories: bool,
+    outputs_file: str | None,
     workers: int | None,
     batch_size: int | None,
     scheduler: str | None,
@@ -1135,6 +1229,10 @@ def sweep_cmd(
     rho_inf: float | None,
     rtol: float,
     atol: float,
+    h_min: float | None,
+    h_max: float | None,
+    phi_tol: float | None,
+    energy_tol: float | None,
     assemble: bool,
     hold: tuple[str, ...],
     output_every: int,
@@ -1145,7 +1243,14 @@ def sweep_cmd(
     """Run MODEL once per parameter set (a grid, random samples or a table) on all
     cores, or on a Dask cluster; write one dataset to the --output folder."""
     from mbdgen.compiler import compile as compile_model
-    from mbdgen.sweeps import SweepInterrupted, plan_from_specs, read_table, sweep
+    from mbdgen.sweeps import (
+        SweepIncomplete,
+        SweepInterrupted,
+        plan_from_specs,
+        read_outputs,
+        read_table,
+        sweep,
+    )
 
     if hold and not assemble:
         raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
@@ -1160,6 +1265,17 @@ def sweep_cmd(
         plan = plan_from_specs(specs, random=n_random, seed=seed, dist=dist)
     elif not resume:
         raise MbdgenError("no parameter sets: give -p NAME=A:B:N, --random N or --table FILE")
+    outputs = read_outputs(outputs_file) if outputs_file else None
+    manifest = Path(output) / "sweep.json"
+    if resume and outputs is None and manifest.is_file():
+        import json
+
+        stored_outputs = json.loads(manifest.read_text()).get("outputs") or []
+        if stored_outputs:
+            raise MbdgenError(
+                f"the sweep in {output} has outputs ({', '.join(stored_outputs)}): give "
+                "--outputs FILE again to resume it"
+            )
     module = compile_model(model, out_dir)
     client = None
     if scheduler:
@@ -1190,7 +1306,12 @@ def sweep_cmd(
         "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,
         "output_every": output_every, "strict": strict,
     }  # fmt: skip
-    manifest = Path(output) / "sweep.json"
+    # given only when set, so a sweep written without them resumes unchanged
+    stepper = {k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None}
+    if stepper:
+        options["options"] = stepper
+    checks = {k: v for k, v in (("phi_tol", phi_tol), ("energy_tol", energy_tol)) if v is not None}
+    options.update(checks)
     if resume and manifest.is_file():
         # options left at their defaults take the stored sweep's values
         import json
@@ -1206,16 +1327,20 @@ def sweep_cmd(
                 and ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
             ):
                 options[name] = stored[name]
+        for name in ("options", "phi_tol", "energy_tol"):
+            if name in stored and name not in options:
+                options[name] = stored[name]
     try:
         result = sweep(
-            module, plan, path=output, trajectories=trajectories, workers=workers,
-            batch_size=batch_size, client=client, resume=resume, progress=callback, **options,
+            module, plan, path=output, outputs=outputs, trajectories=trajectories,
+            workers=workers, batch_size=batch_size, client=client, resume=resume,
+            progress=callback, **options,
         )  # fmt: skip
-    except SweepInterrupted as exc:
+    except (SweepInterrupted, SweepIncomplete) as exc:
         if bar is not None:
             bar.__exit__(None, None, None)
         click.echo(f"error: {exc}", err=True)
-        sys.exit(interrupts.exit_code())
+        sys.exit(interrupts.exit_code() if isinstance(exc, SweepInterrupted) else EXIT_ERROR)
     finally:
         if client is not None:
             client.close()

@@ -25,9 +25,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from mbdgen import timing
 from mbdgen.codegen.stamp import (
     body_hash,
     compiler_hash,
@@ -159,12 +162,16 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def render(model_path: str | Path, *, flat: bool = False) -> str:
+def render(model_path: str | Path, *, flat: bool = False, element_cache: bool | None = None) -> str:
     """Text of the generated module for ``model_path`` (stages 1-3).
 
     A :class:`~mbdgen.model.elements.Mechanism` takes the element path (kernels per
     element type, loops over index tables) unless ``flat`` asks for its flattened
-    generalized-coordinate model (the cross-check path).
+    generalized-coordinate model (the cross-check path).  The element path reads and
+    fills the installation's element cache (:mod:`mbdgen.codegen.element_cache`)
+    unless ``element_cache`` is False (None: unless ``MBDGEN_NO_ELEMENT_CACHE`` is
+    set); the text is the same either way.  Stage times go to the report being
+    recorded (:mod:`mbdgen.timing`).
     """
     from mbdgen.codegen.emit import render_module
     from mbdgen.errors import ModelError
@@ -173,7 +180,8 @@ def render(model_path: str | Path, *, flat: bool = False) -> str:
     from mbdgen.symbolic.derive import derive
 
     model_path = Path(model_path)
-    model, inputs = load_model_with_inputs(model_path)
+    with timing.timed("load", model_path.name):
+        model, inputs = load_model_with_inputs(model_path)
     if model.name != model_path.stem:
         raise ModelError(
             f"{model_path}: the model is named {model.name!r} but the file is "
@@ -181,25 +189,53 @@ def render(model_path: str | Path, *, flat: bool = False) -> str:
             "takes the model's name)"
         )
     stamp = (model_path.name, source_hash(model_path), inputs)
-    if isinstance(model, Model):
-        return render_module(derive(model), *stamp)
-    if flat:
-        return render_module(derive(model.flatten()), *stamp)
+    if isinstance(model, Model) or flat:
+        flat_model = model if isinstance(model, Model) else model.flatten()
+        with timing.timed("derive", "whole model (flat path)"):
+            system = derive(flat_model)
+        return _rendering(lambda: render_module(system, *stamp))
+    from mbdgen.codegen.element_cache import default_cache
     from mbdgen.codegen.elements import render_element_module
     from mbdgen.symbolic.elements import derive_mechanism
 
-    return render_element_module(derive_mechanism(model), *stamp)
+    cache = default_cache(element_cache)
+    esys = derive_mechanism(model, cache)
+    return _rendering(lambda: render_element_module(esys, *stamp, cache=cache))
 
 
-def generate(model_path: str | Path, out_dir: str | Path | None = None) -> tuple[Path, bool]:
+def _rendering(render_text: Callable[[], str]) -> str:
+    """Run the CSE-and-render stage; record its time less CSE's as ``render``."""
+    report = timing.current()
+    cse_before = report.seconds("cse") if report is not None else 0.0
+    start = time.perf_counter()
+    text = render_text()
+    elapsed = time.perf_counter() - start
+    if report is not None:
+        report.add("render", elapsed - (report.seconds("cse") - cse_before))
+    return text
+
+
+def generate(
+    model_path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    report: timing.CompileReport | None = None,
+    element_cache: bool | None = None,
+) -> tuple[Path, bool]:
     """Regenerate the module of ``model_path``; returns (path, whether it was rewritten).
 
     Refuses (:class:`CompileError`) to write over the model file or over any other
-    file that is not a generated module, before the (costly) rendering.
+    file that is not a generated module, before the (costly) rendering.  ``report``
+    (optional) receives the time of each stage: load, derive (per element type,
+    cached or derived), cse, render, write.  ``element_cache`` as in :func:`render`.
     """
     target = generated_path(model_path, out_dir)
     _check_ours(target)
-    return target, _write_if_changed(target, render(model_path))
+    with timing.recording(report):
+        text = render(model_path, element_cache=element_cache)
+        with timing.timed("write", str(target)):
+            written = _write_if_changed(target, text)
+    return target, written
 
 
 def import_generated(module_path: str | Path) -> ModuleType:
@@ -248,16 +284,19 @@ def compile(  # noqa: A001 - the public name the issue asks for
     *,
     force: bool = False,
     recompile: bool = True,
+    report: timing.CompileReport | None = None,
+    element_cache: bool | None = None,
 ) -> ModuleType:
     """Return the imported generated module of ``model_path``, regenerating it if stale.
 
     With ``recompile=False`` a stale module raises :class:`StaleModuleError`
-    instead of being regenerated.
+    instead of being regenerated.  ``report`` and ``element_cache`` as in
+    :func:`generate` (an up-to-date module records no stage).
     """
     target = generated_path(model_path, out_dir)
     reason = "forced" if force else stale_reason(model_path, target)
     if reason is not None:
         if not recompile:
             raise StaleModuleError(f"{reason}; run `mbdgen compile {model_path}`")
-        generate(model_path, out_dir)
+        generate(model_path, out_dir, report=report, element_cache=element_cache)
     return import_generated(target)

@@ -13,8 +13,11 @@ How runs are spread:
   advance on different cores at once while one thread holds the GIL only for the
   short Python work between chunks;
 * on Dask (``client=``), each batch is one task; a worker imports the generated
-  module from its (shared) path and sends the batch's rows back, which are written
-  as they arrive.
+  module from its path where it sees the same file (a shared file system), else
+  from the module's text, which travels with every task, and sends
+  the batch's rows back, which are written as they arrive.  A batch whose worker
+  died is run again by the scheduler; one that still fails is reported
+  (:class:`SweepIncomplete`) after every other batch finished.
 
 What a sweep writes to its folder (all files atomically, batch by batch, so Ctrl-C
 or a lost worker keeps every finished run and ``resume=True`` runs only the rest)::
@@ -86,6 +89,16 @@ class SweepInterrupted(MbdgenError):
     def __init__(self, message: str, done: int, total: int) -> None:
         super().__init__(message)
         self.done, self.total = done, total
+
+
+class SweepIncomplete(MbdgenError):
+    """Batches of a Dask sweep were lost (their worker died more often than the
+    scheduler's ``allowed-failures``, or the task raised); every other run finished
+    and is on disk, and ``resume=True`` runs the lost ones."""
+
+    def __init__(self, message: str, done: int, total: int, lost: list[int]) -> None:
+        super().__init__(message)
+        self.done, self.total, self.lost = done, total, lost
 
 
 # --------------------------------------------------------------------------------------
@@ -259,6 +272,46 @@ def _check_columns(module: ModuleType, columns: Iterable[str]) -> None:
             )
 
 
+def read_outputs(path: str | Path) -> dict[str, ResultFunction]:
+    """The output functions of a Python file (the CLI's ``--outputs``): every public
+    function defined in it, ``def NAME(result) -> float``, becomes the column
+    ``output.NAME`` of each finished run.
+
+    The file is run like a model file (it is the user's code); it is not registered
+    in ``sys.modules``, so on Dask its functions travel to the workers by value.
+    """
+    import importlib.util
+    import inspect
+
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".py":
+        raise MbdgenError(f"outputs file {path}: no such .py file")
+    spec = importlib.util.spec_from_file_location(f"mbdgen_sweep_outputs_{path.stem}", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - defensive
+        raise MbdgenError(f"cannot load outputs file {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: its error on one line
+        raise MbdgenError(f"cannot load outputs file {path}: {type(exc).__name__}: {exc}") from None
+    functions = {
+        name: fn
+        for name, fn in vars(module).items()
+        if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == module.__name__
+    }
+    if not functions:
+        raise MbdgenError(
+            f"outputs file {path} defines no function: write def NAME(result) -> float"
+        )
+    for name, fn in functions.items():
+        params = inspect.signature(fn).parameters
+        if len(params) != 1:
+            raise MbdgenError(
+                f"outputs file {path}: {name}() must take one argument, the run's Result"
+            )
+    return functions
+
+
 # --------------------------------------------------------------------------------------
 # One run and one batch
 # --------------------------------------------------------------------------------------
@@ -353,11 +406,21 @@ def run_one(
     if complete:
         record.update(_scalars(module, result))  # type: ignore[arg-type]
     for name, fn in task.outputs.items():
-        record[f"output.{name}"] = float(fn(result)) if complete else math.nan  # type: ignore[arg-type]
+        record[f"output.{name}"] = _output(name, fn, result, row) if complete else math.nan
     arrays = None
     if task.trajectories and result is not None:
         arrays = {k: np.ascontiguousarray(getattr(result, k)) for k in TRAJECTORY_ARRAYS}
     return record, arrays
+
+
+def _output(name: str, fn: ResultFunction, result: Any, row: Mapping[str, float]) -> float:
+    """A user's output of a finished run; its failure names the output and the run."""
+    try:
+        return float(fn(result))
+    except Exception as exc:  # the user's code: stop the sweep with one clear line
+        raise MbdgenError(
+            f"output {name!r} failed on run {int(row['run'])}: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 @dataclass
@@ -390,18 +453,47 @@ def _run_batch(
     return batch
 
 
-def _remote_batch(module_path: str, rows: list[dict[str, float]], task: _Task) -> _Batch:
-    """A batch on a Dask worker: import the generated module from its path (cached
-    in the worker's ``sys.modules``) and run the rows one after the other."""
+def _remote_batch(module_path: str, text: str, rows: list[dict[str, float]], task: _Task) -> _Batch:
+    """A batch on a Dask worker: import the generated module (see
+    :func:`_worker_module`) and run the rows one after the other."""
     import warnings as _warnings
 
-    from mbdgen.compiler import import_generated
     from mbdgen.simulation import ConstraintWarning
 
-    module = import_generated(module_path)
+    module = _worker_module(module_path, text)
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore", ConstraintWarning)  # recorded in the rows
         return _run_batch(module, rows, task, None)
+
+
+def _worker_module(module_path: str, text: str) -> ModuleType:
+    """The generated module on a Dask worker: from ``module_path`` when the worker
+    sees that file with the client's ``text`` (a shared file system: its Numba cache
+    is used too), else from a copy of ``text`` the worker writes to its own temporary
+    folder, under a name of the text's digest (a worker without the shared path, or
+    with an out-of-date copy, runs exactly the client's module; rule 4: the module
+    needs only numpy, numba and mbdgen.runtime)."""
+    import hashlib
+    import tempfile
+
+    from mbdgen.compiler import import_generated
+
+    path = Path(module_path)
+    try:
+        shared = path.is_file() and path.read_text(encoding="utf-8") == text
+    except OSError:
+        shared = False
+    if shared:
+        return import_generated(path)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    local = Path(tempfile.gettempdir()) / "mbdgen-sweep" / digest / path.name
+    if not (local.is_file() and local.read_text(encoding="utf-8") == text):
+        from mbdgen.fileio import atomic_write
+
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(local) as fh:
+            fh.write(text.encode("utf-8"))
+    return import_generated(local)
 
 
 # --------------------------------------------------------------------------------------
@@ -560,7 +652,8 @@ def sweep(
     workers : threads of the in-process pool (default: the CPUs this process may use).
     batch_size : runs per batch (the unit written to disk and sent to a Dask worker).
     client : a ``dask.distributed.Client``: batches run on its workers, which import
-        the generated module from its path (shared between the machines).
+        the generated module from its path where they see it (a shared file system)
+        or from its text, sent with every batch.
     resume : finish the sweep in ``path``: run only the sets without a row.
     progress : called as ``progress(done, total)`` after each batch.
 
@@ -568,6 +661,9 @@ def sweep(
     ------
     SweepInterrupted
         On Ctrl-C or SIGTERM, after writing every finished run.
+    SweepIncomplete
+        On Dask, when batches were lost (their workers died, see ``_on_dask``), after
+        writing every other run.
     MbdgenError
         On invalid options or columns, or a ``path`` that holds another sweep.
     """
@@ -651,8 +747,9 @@ def sweep(
         if progress is not None:
             progress(done, total)
 
+    lost: list[tuple[list[int], str]] = []
     if client is not None:
-        stopped = _on_dask(client, module, batches, task, report)
+        stopped = _on_dask(client, module, batches, task, report, lost)
     else:
         stopped = _in_process(module, batches, task, n_workers, report)
     if folder is None:
@@ -671,6 +768,15 @@ def sweep(
         raise SweepInterrupted(
             f"sweep interrupted after {done} of {total} runs{where}", done, total
         )
+    if lost:
+        runs = sorted(r for batch_runs, _ in lost for r in batch_runs)
+        shown = ", ".join(map(str, runs[:8])) + (", ..." if len(runs) > 8 else "")
+        where = f"; run the rest with resume=True (--resume) on {folder}" if folder else ""
+        raise SweepIncomplete(
+            f"sweep incomplete: {len(runs)} of {total} runs lost on the Dask cluster "
+            f"(runs {shown}: {lost[0][1]}); {done} finished runs are kept{where}",
+            done, total, runs,
+        )  # fmt: skip
     return result
 
 
@@ -729,6 +835,7 @@ def _in_process(
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mbdgen-sweep")
         pending: set[Future[_Batch]] = set()
         queue = list(reversed(batches))
+        failure: BaseException | None = None
         try:
             while queue or pending:
                 while queue and len(pending) < 2 * workers and not stop.is_set():
@@ -737,9 +844,17 @@ def _in_process(
                     break
                 finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    report(fut.result())
+                    # a user's output function failed: start no more batches, keep
+                    # the ones that are running, then raise
+                    if fut.exception() is not None:
+                        failure = failure or fut.exception()
+                        queue.clear()
+                    else:
+                        report(fut.result())
                 if stop.is_set():
                     queue.clear()
+            if failure is not None:
+                raise failure
         except KeyboardInterrupt:
             stopped = True
             stop.set()
@@ -757,19 +872,49 @@ def _on_dask(
     batches: list[list[dict[str, float]]],
     task: _Task,
     report: Callable[[_Batch], None],
+    lost: list[tuple[list[int], str]],
 ) -> bool:
-    """Send each batch to the Dask cluster as one task; write each as it comes back."""
+    """Send each batch to the Dask cluster as one task; write each as it comes back.
+
+    A worker that dies is the scheduler's to handle first: it runs the dead worker's
+    tasks again on the others (up to ``distributed.scheduler.allowed-failures``
+    deaths per task).  A batch that still fails (``KilledWorker``, or an exception in
+    the task) is appended to ``lost`` as (its runs, the reason) and the sweep goes on:
+    its runs get no row, so ``resume=True`` runs exactly them."""
     from distributed import as_completed
 
     module_path = str(Path(module.__file__).resolve())
+    # the module's text travels with every task (tens of kB: nothing next to a batch's
+    # runs), not scattered: scattered data dies with the workers that hold it, and
+    # the batches depending on it would be cancelled.  A worker that sees the same
+    # file at module_path imports that one (see _worker_module).
+    text = Path(module_path).read_text(encoding="utf-8")
     futures = [
-        client.submit(_remote_batch, module_path, rows, task, pure=False) for rows in batches
+        client.submit(_remote_batch, module_path, text, rows, task, pure=False) for rows in batches
     ]
+    runs = {
+        fut.key: [int(r["run"]) for r in rows] for fut, rows in zip(futures, batches, strict=True)
+    }
     try:
         for fut in as_completed(futures):
-            report(fut.result())
+            try:
+                batch = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a lost batch, not a lost sweep
+                lost.append((runs[fut.key], _reason(exc)))
+            else:
+                report(batch)
             fut.release()
     except KeyboardInterrupt:
         client.cancel(futures)
         return True
     return False
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception from a Dask task on one short line."""
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return "KilledWorker: every worker that ran the batch died"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{name}: {text}" if text else name

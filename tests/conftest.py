@@ -158,3 +158,18 @@ def element_zoo():
 def pi_pendulum():
     """The pendulum held by a PI(D) torque whose integral is a user state (element path)."""
     return import_generated(GENERATED / "pi_pendulum.py")
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A Dask LocalCluster of 2 single-threaded worker processes (the sweep tests),
+    started once per session.  ``allowed-failures`` = 1: a task survives one death of
+    its worker and is lost at the second (tests/test_sweep_lost_worker.py)."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+            yield client

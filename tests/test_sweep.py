@@ -174,15 +174,6 @@ def test_cli_grid_resume_and_errors(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
-        yield client
-
-
 def test_dask_equals_threads_and_streams(slider_crank, tmp_path, dask_client):
     plan = _plan()
     seen: list[int] = []
@@ -255,3 +246,9 @@ def test_sweep_bench_smoke():
     assert all(numbers[k] > 0 for k in ("serial_s", "threads_s", "dask_s"))
     text = sweep_report(numbers)
     assert "serial / threads" in text and "Dask overhead per run" in text
+    # the Exudyn column: numbers where the `bench` extra is installed, else a note
+    exudyn = numbers["exudyn"]
+    if exudyn["installed"]:
+        assert exudyn["wall_s"] > 0 and "Exudyn / mbdgen threads" in text
+    else:
+        assert "Exudyn ParameterVariation: not installed" in text

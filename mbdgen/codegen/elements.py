@@ -28,6 +28,7 @@ from mbdgen.codegen.abi import (
     entry_points_for,
     linear_algebra,
 )
+from mbdgen.codegen.element_cache import CachedType, ElementCache
 from mbdgen.codegen.emit import (
     ELEMENT_TEMPLATE_KEYS,
     JIT,
@@ -96,7 +97,7 @@ def _prologue(
 
     def build(used: set[sp.Symbol]) -> tuple[Statement, ...]:
         out = [Statement(f"_i{j}", f"IQ[k, {j}]") for j in range(nq)]
-        if ts.lam.rows or ts.blocks["phi"].rows:
+        if ts.m:
             out.append(Statement("_r", "IR[k]"))
         if states:
             out += [Statement(f"_x{j}", f"IX[k, {j}]") for j in range(ts.ix.shape[1])]
@@ -128,8 +129,10 @@ def _sparse_output(ts: TypeSystem, arg: str, block: str) -> tuple:
 
 
 def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[KernelCode], dict]:
-    """Element kernels of one type; returns them and {ABI kernel name: element kernel}."""
-    prefix = f"_e{ts.index}"
+    """Element kernels of one derived type, named without the model's ``_e<index>``
+    prefix (``_phi`` ...: what the element cache stores); returns them and
+    {ABI kernel name: element kernel name}."""
+    assert ts.blocks is not None and ts.reactions is not None
     tables = ("IQ", "IP", "IR")
     codes: list[KernelCode] = []
     used: dict[str, str] = {}
@@ -146,7 +149,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
             else (o.arg, ts.blocks[o.block], _target(o.block)(o.arg), "+=")
             for o in spec.outputs
         ]
-        name = f"{prefix}_{spec.name}"
+        name = f"_{spec.name}"
         states = spec.name == "force_x"
         codes.append(
             _generic_kernel(
@@ -174,7 +177,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         mat = ts.blocks[block]
         values = sp.Matrix([[mat[i, j] for i, j in pattern]]).T
         spec = next(k for k in KERNELS if k.name == block)
-        name = f"{prefix}_{block}_values"
+        name = f"_{block}_values"
         codes.append(
             _generic_kernel(
                 name,
@@ -191,7 +194,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         )
         used[f"{block}_values"] = name
     if ts.reactions.rows:
-        name = f"{prefix}_reactions"
+        name = "_reactions"
 
         def target(i: int, j: int) -> str:
             return f"out[_rr + {i}, {j}]"
@@ -221,6 +224,29 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
     # 82 s → 64 s, its ``dynamics`` 11 s → 7 s).
     codes = [dataclasses.replace(c, decorator=INLINE) for c in codes]
     return codes, used
+
+
+def _type_kernels(
+    ts: TypeSystem, printer: KernelPrinter, cache: ElementCache | None
+) -> tuple[list[KernelCode], dict]:
+    """The element kernels of ``ts`` with this model's prefix ``_e<index>``: printed
+    from the cache entry, or printed now (and stored when ``cache`` is given)."""
+    entry: CachedType | None = ts.cached
+    if entry is None:
+        codes, used = _element_kernels(ts, printer)
+        entry = CachedType(
+            name=ts.name,
+            m=ts.m,
+            n_reactions=ts.n_reactions,
+            patterns=dict(ts.patterns),
+            kernels=tuple(codes),
+            used=used,
+        )
+        if cache is not None and ts.identity is not None:
+            cache.store(ts.identity, entry)
+    prefix = f"_e{ts.index}"
+    codes = [dataclasses.replace(c, name=prefix + c.name) for c in entry.kernels]
+    return codes, {k: prefix + v for k, v in entry.used.items()}
 
 
 INLINE = '@njit(cache=True, inline="always", error_model="numpy")'
@@ -330,15 +356,17 @@ def render_element_module(
     source_file: str,
     source_hash: str,
     dependencies: Mapping[str, str] | None = None,
+    cache: ElementCache | None = None,
 ) -> str:
     """Source text of the element-path module of ``esys`` (same ABI as the flat path);
-    ``dependencies`` as in :func:`mbdgen.codegen.emit.render_module`."""
+    ``dependencies`` as in :func:`mbdgen.codegen.emit.render_module`.  The kernels of
+    types derived here are stored in ``cache`` (when given) for the next model."""
     mech = esys.mechanism
     printer = KernelPrinter({t: "t"})
     element_kernels: list[KernelCode] = []
     per_type: list[tuple[TypeSystem, dict[str, str]]] = []
     for ts in esys.types:
-        codes, used = _element_kernels(ts, printer)
+        codes, used = _type_kernels(ts, printer, cache)
         element_kernels += codes
         per_type.append((ts, used))
 
@@ -410,7 +438,7 @@ def render_element_module(
             "count": len(ts.instances),
             "nq": len(ts.etype.q),
             "np": len(ts.p),
-            "m": ts.blocks["phi"].rows,
+            "m": ts.m,
             "tables": [k for k in sorted(data) if k.startswith(f"E{ts.index}_")],
         }
         for ts in esys.types

@@ -10,6 +10,7 @@ mbdgen give byte-identical text.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import jinja2
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
-from mbdgen import __version__
+from mbdgen import __version__, timing
 from mbdgen.codegen.abi import (
     BLOCK_SHAPES,
     KERNELS,
@@ -134,7 +135,10 @@ def _generic_kernel(
     zero_all: bool,
     prologue: Callable[[set[sp.Symbol]], tuple[Statement, ...]] | None = None,
 ) -> KernelCode:
-    """CSE over all outputs, then print; ``zero_all`` fills no output (callers do)."""
+    """CSE over all outputs, then print; ``zero_all`` fills no output (callers do).
+
+    Its time is recorded as the ``cse`` stage (:mod:`mbdgen.timing`)."""
+    start = time.perf_counter()
     targets: list[tuple[str, str]] = []
     exprs: list[sp.Expr] = []
     zero_fill: list[str] = []
@@ -163,6 +167,7 @@ def _generic_kernel(
     except Exception as exc:  # PrintMethodNotImplementedError and friends
         raise CompileError(f"kernel {name!r}: cannot generate code: {exc}") from None
     pro = prologue(used) if prologue is not None else ()
+    timing.accumulate("cse", time.perf_counter() - start)
     return KernelCode(name, args, doc, tuple(zero_fill), temporaries, assignments, pro)
 
 

@@ -26,7 +26,9 @@ and printed flat.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -51,18 +53,24 @@ from mbdgen.symbolic.derive import (
 
 @dataclass(frozen=True)
 class TypeSystem:
-    """One element type: its local blocks and the tables of its instances."""
+    """One element type: its local blocks and the tables of its instances.
+
+    A type found in the element cache (:mod:`mbdgen.codegen.element_cache`) is not
+    derived: ``q``, ``qd``, ``a``, ``lam``, ``blocks`` and ``reactions`` are None and
+    ``cached`` holds its printed kernels; ``patterns``, ``m`` and ``n_reactions`` are
+    always set.  ``identity`` is the cache's key of the type (None: not cacheable).
+    """
 
     index: int
     etype: ElementType
-    q: sp.Matrix
-    qd: sp.Matrix
-    a: sp.Matrix
-    lam: sp.Matrix
+    q: sp.Matrix | None
+    qd: sp.Matrix | None
+    a: sp.Matrix | None
+    lam: sp.Matrix | None
     p: tuple[sp.Symbol, ...]
-    blocks: dict[str, sp.Matrix]
+    blocks: dict[str, sp.Matrix] | None
     patterns: dict[str, tuple[tuple[int, int], ...]]
-    reactions: sp.Matrix
+    reactions: sp.Matrix | None
     instances: tuple[Element, ...]
     iq: np.ndarray
     ip: np.ndarray
@@ -70,6 +78,10 @@ class TypeSystem:
     rr: np.ndarray
     pos: dict[str, np.ndarray]
     ix: np.ndarray
+    m: int = 0
+    n_reactions: int = 0
+    identity: str | None = None
+    cached: Any = None
 
     @property
     def name(self) -> str:
@@ -186,8 +198,15 @@ def _global_entries(
     return np.stack([grow, gcol], axis=-1)
 
 
-def derive_mechanism(mech: Mechanism) -> ElementSystem:
-    """Derive each element type of ``mech`` once and tabulate its instances."""
+def derive_mechanism(mech: Mechanism, cache: Any = None) -> ElementSystem:
+    """Derive each element type of ``mech`` once and tabulate its instances.
+
+    ``cache`` (an :class:`~mbdgen.codegen.element_cache.ElementCache`, optional)
+    supplies types derived before on this installation: they are not derived again.
+    Each type's time is recorded as a ``derive`` stage (:mod:`mbdgen.timing`).
+    """
+    from mbdgen import timing
+
     # p = [parameters; X]: a local parameter bound to a user state reads p[N_PARAMETERS + k].
     n_params = len(mech.parameter_symbols)
     param_index = {s: i for i, s in enumerate(mech.parameter_symbols)}
@@ -200,9 +219,26 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
     types: list[TypeSystem] = []
     reaction_names: list[str] = []
     raw = []
+    extra: list[tuple[int, int, str | None, Any]] = []
     for index, ((_, state_params), members) in enumerate(groups.items()):
+        start = time.perf_counter()
         et = element_type(members[0][0])
-        q, qd, a, lam, blocks, reactions = _type_blocks(et, state_params)
+        identity, cached = (
+            cache.lookup(members[0][0], state_params) if cache is not None else (None, None)
+        )
+        if cached is not None:
+            q = qd = a = lam = reactions = None
+            blocks = None
+            patterns = cached.patterns
+            m_rows, n_react = cached.m, cached.n_reactions
+        else:
+            q, qd, a, lam, blocks, reactions = _type_blocks(et, state_params)
+            patterns = {name: _pattern(mat) for name, mat in blocks.items()}
+            m_rows, n_react = blocks["phi"].rows, reactions.rows
+        how = "cached" if cached is not None else "derived"
+        if cached is None and identity is None:
+            how += " (not cacheable)" if cache is not None else ""
+        timing.add("derive", time.perf_counter() - start, f"{et.name}: {how}")
         nq = len(et.q)
         iq = np.array([mech.local_indices(e) for e, _ in members], dtype=np.int64).reshape(
             len(members), nq
@@ -215,16 +251,16 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
             [[state_index[e.params[j][1]] for j in state_params] for e, _ in members],
             dtype=np.int64,
         ).reshape(len(members), len(state_params))
-        n_react = reactions.rows
         rr = np.arange(len(members), dtype=np.int64) * n_react + len(reaction_names)
         for e, _ in members:
             moving = [b for b in e.bodies if isinstance(b, Body)]
             reaction_names.extend(f"{e.name}.{b.name}" for b in moving[:n_react])
-        patterns = {name: _pattern(mat) for name, mat in blocks.items()}
         raw.append(
             (index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr, ix)
         )
+        extra.append((m_rows, n_react, identity, cached))
 
+    start = time.perf_counter()
     gq = sp.Matrix(mech.coordinates)
     gqd = sp.Matrix(mech.velocities)
     gx, rates = state_column(mech.states)
@@ -249,7 +285,12 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
         if block not in global_patterns:
             global_patterns[block] = ()
 
-    for index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr, ix in raw:
+    for (index, et, q, qd, a, lam, blocks, patterns, reactions, members, iq, ip, ir, rr, ix), (
+        m_rows,
+        n_react,
+        identity,
+        cached,
+    ) in zip(raw, extra, strict=True):
         pos: dict[str, np.ndarray] = {}
         for block in SPARSE_BLOCKS:
             if block in STATE_RATE_BLOCKS:
@@ -282,8 +323,13 @@ def derive_mechanism(mech: Mechanism) -> ElementSystem:
                 rr=rr,
                 pos=pos,
                 ix=ix,
+                m=m_rows,
+                n_reactions=n_react,
+                identity=identity,
+                cached=cached,
             )
         )
+    timing.add("derive", time.perf_counter() - start, "user states, tables")
     return ElementSystem(
         mechanism=mech,
         types=tuple(types),
