@@ -25,15 +25,17 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "fcdd8633d79c89d36acfc3f5c01ea5513479ec8758a06d46f55311ee87a7fea4"
+BODY_HASH = "57db7eb63ef73d93d307fd8c6fe35205eefcb5e416bee8fe8a6eb3378cb52512"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -197,6 +199,20 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
     phi_q[0, 0] = 2*q[0]
     phi_q[0, 1] = 2*q[1]
+    gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    force[:] = 0.0
+    phi_t[:] = 0.0
+    mass[0] = p[0]
+    mass[1] = p[0]
+    force[1] = -p[1]*p[0]
+    phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
+    phi_q[0] = 2*q[0]
+    phi_q[1] = 2*q[1]
     gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
 
 

@@ -29,15 +29,17 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "802d93c49cfa1829bf2f9654b9c8c0edfb1c6b5db3187198a944d018a3bf8e17"
+BODY_HASH = "061277bebc55f430fd0373ecb7676f0ce850a5309d3c86a77dfb295bbf9275ba"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -300,6 +302,53 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[3, 2] = _c3
     phi_q[3, 4] = 1
     phi_q[3, 5] = _c5
+    gamma[0] = -_c9
+    gamma[1] = -_c10
+    gamma[2] = -_c11*_c5 - _c9
+    gamma[3] = -_c10 - _c11*_c6
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    force[:] = 0.0
+    phi_t[:] = 0.0
+    _c0 = (1/12)*p[1]**2*p[0]
+    _c1 = p[2]*p[0]
+    _c2 = (1/2)*p[1]
+    _c3 = _c2*math.sin(q[2])
+    _c4 = _c2*math.cos(q[2])
+    _c5 = _c2*math.sin(q[5])
+    _c6 = _c2*math.cos(q[5])
+    _c7 = -_c4
+    _c8 = qd[2]**2
+    _c9 = _c3*_c8
+    _c10 = _c4*_c8
+    _c11 = qd[5]**2
+    mass[0] = p[0]
+    mass[1] = p[0]
+    mass[2] = _c0
+    mass[3] = p[0]
+    mass[4] = p[0]
+    mass[5] = _c0
+    force[0] = _c1
+    force[3] = _c1
+    phi[0] = -_c3 + q[0]
+    phi[1] = -_c4 + q[1]
+    phi[2] = -_c3 - _c5 - q[0] + q[3]
+    phi[3] = -_c4 - _c6 - q[1] + q[4]
+    phi_q[0] = 1
+    phi_q[1] = _c7
+    phi_q[2] = 1
+    phi_q[3] = _c3
+    phi_q[4] = -1
+    phi_q[5] = _c7
+    phi_q[6] = 1
+    phi_q[7] = -_c6
+    phi_q[8] = -1
+    phi_q[9] = _c3
+    phi_q[10] = 1
+    phi_q[11] = _c5
     gamma[0] = -_c9
     gamma[1] = -_c10
     gamma[2] = -_c11*_c5 - _c9

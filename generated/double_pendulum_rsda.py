@@ -33,15 +33,17 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6058f366e272898b216367b9ca7efa9ac6d11db1f535cd1bf5787a50380b2fac"
+BODY_HASH = "b142f13f16ae8e3c554f691e34f3f048a8e7d7497ed5b7af2d5f4dabc092aca2"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
 N_COORDINATES = 6
 N_CONSTRAINTS = 4
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -125,6 +127,8 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+# the position table passed for a block in which an element type has no entries
+_NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 2
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -210,6 +214,19 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i0, _i0] += _p0
     mass[_i1, _i1] += _p0
     mass[_i2, _i2] += _p1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e0_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_body_p: dynamics_values of one instance k (body)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    mass[MASS_POS[k, 0]] += _p0
+    mass[MASS_POS[k, 1]] += _p0
+    mass[MASS_POS[k, 2]] += _p1
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -378,6 +395,37 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_q[_r + 0, _i2] += _c3
     phi_q[_r + 1, _i1] += -1
     phi_q[_r + 1, _i2] += -_c4
+    gamma[_r + 0] += -_c4*_c5
+    gamma[_r + 1] += -_c3*_c5
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_gp: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = math.sin(_q2)
+    _c1 = math.cos(_q2)
+    _c2 = _c1*_p2
+    _c3 = _c0*_p2 + _c1*_p3
+    _c4 = -_c0*_p3 + _c2
+    _c5 = _qd2**2
+    phi[_r + 0] += _c0*_p3 - _c2 + _p0 - _q0
+    phi[_r + 1] += -_c3 + _p1 - _q1
+    phi_q[PHI_Q_POS[k, 0]] += -1
+    phi_q[PHI_Q_POS[k, 1]] += _c3
+    phi_q[PHI_Q_POS[k, 2]] += -1
+    phi_q[PHI_Q_POS[k, 3]] += -_c4
     gamma[_r + 0] += -_c4*_c5
     gamma[_r + 1] += -_c3*_c5
 
@@ -746,6 +794,56 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_pp: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _q3 = q[_i3]
+    _q4 = q[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = math.sin(_q5)
+    _c1 = math.cos(_q5)
+    _c2 = _c1*_p2
+    _c3 = math.cos(_q2)
+    _c4 = math.sin(_q2)
+    _c5 = _c3*_p0 - _c4*_p1
+    _c6 = _c0*_p2
+    _c7 = _c1*_p3
+    _c8 = _c3*_p1 + _c4*_p0
+    _c9 = -_c8
+    _c10 = _c6 + _c7
+    _c11 = -_c0*_p3 + _c2
+    _c12 = _qd2**2
+    _c13 = _qd5**2
+    phi[_r + 0] += _c0*_p3 - _c2 + _c5 + _q0 - _q3
+    phi[_r + 1] += -_c6 - _c7 + _c8 + _q1 - _q4
+    phi_q[PHI_Q_POS[k, 0]] += 1
+    phi_q[PHI_Q_POS[k, 1]] += _c9
+    phi_q[PHI_Q_POS[k, 2]] += -1
+    phi_q[PHI_Q_POS[k, 3]] += _c10
+    phi_q[PHI_Q_POS[k, 4]] += 1
+    phi_q[PHI_Q_POS[k, 5]] += _c5
+    phi_q[PHI_Q_POS[k, 6]] += -1
+    phi_q[PHI_Q_POS[k, 7]] += -_c11
+    gamma[_r + 0] += -_c11*_c13 + _c12*_c5
+    gamma[_r + 1] += -_c10*_c13 - _c12*_c9
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -995,6 +1093,20 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type rsda_gp: dynamics_values of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    force[_i2] += -_p0*(-_p2 + _q2) - _p1*_qd2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_gp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1115,6 +1227,27 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type rsda_pp: dynamics_values of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _c0 = _p0*(-_p2 - _q2 + _q5) + _p1*(-_qd2 + _qd5)
+    force[_i2] += _c0
+    force[_i5] += -_c0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e4_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type rsda_pp: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -1178,6 +1311,19 @@ def _e5_energy(t, q, qd, p, IQ, IP, IR, k, out):
 @njit(cache=True, inline="always", error_model="numpy")
 def _e5_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_p: dynamics of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    force[_i0] += _p0*_p1
+    force[_i1] += _p0*_p2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e5_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_gravity_p: dynamics_values of one instance k (force)."""
     _i0 = IQ[k, 0]
     _i1 = IQ[k, 1]
     _i2 = IQ[k, 2]
@@ -1351,6 +1497,29 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E5_COUNT):
         _e5_dynamics(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    for k in range(E0_COUNT):
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E2_COUNT):
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E3_COUNT):
+        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E4_COUNT):
+        _e4_dynamics_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E5_COUNT):
+        _e5_dynamics_values(t, q, qd, p, E5_IQ, E5_IP, E5_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")

@@ -31,15 +31,17 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "76a005b236a4ad68cf0738b89d7b36cedc43d670056fefc3bc0eb2af53ea021d"
+BODY_HASH = "32b89d700013381113144064d76f888cdf26ef1380cd7f637abbdaf622e752bb"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
 N_COORDINATES = 9
 N_CONSTRAINTS = 9
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -126,6 +128,8 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+# the position table passed for a block in which an element type has no entries
+_NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 3
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -198,6 +202,19 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i0, _i0] += _p0
     mass[_i1, _i1] += _p0
     mass[_i2, _i2] += _p1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e0_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_body_p: dynamics_values of one instance k (body)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    mass[MASS_POS[k, 0]] += _p0
+    mass[MASS_POS[k, 1]] += _p0
+    mass[MASS_POS[k, 2]] += _p1
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -366,6 +383,37 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_q[_r + 0, _i2] += _c3
     phi_q[_r + 1, _i1] += -1
     phi_q[_r + 1, _i2] += -_c4
+    gamma[_r + 0] += -_c4*_c5
+    gamma[_r + 1] += -_c3*_c5
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_gp: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = math.sin(_q2)
+    _c1 = math.cos(_q2)
+    _c2 = _c1*_p2
+    _c3 = _c0*_p2 + _c1*_p3
+    _c4 = -_c0*_p3 + _c2
+    _c5 = _qd2**2
+    phi[_r + 0] += _c0*_p3 - _c2 + _p0 - _q0
+    phi[_r + 1] += -_c3 + _p1 - _q1
+    phi_q[PHI_Q_POS[k, 0]] += -1
+    phi_q[PHI_Q_POS[k, 1]] += _c3
+    phi_q[PHI_Q_POS[k, 2]] += -1
+    phi_q[PHI_Q_POS[k, 3]] += -_c4
     gamma[_r + 0] += -_c4*_c5
     gamma[_r + 1] += -_c3*_c5
 
@@ -734,6 +782,56 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_pp: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _q3 = q[_i3]
+    _q4 = q[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = math.sin(_q5)
+    _c1 = math.cos(_q5)
+    _c2 = _c1*_p2
+    _c3 = math.cos(_q2)
+    _c4 = math.sin(_q2)
+    _c5 = _c3*_p0 - _c4*_p1
+    _c6 = _c0*_p2
+    _c7 = _c1*_p3
+    _c8 = _c3*_p1 + _c4*_p0
+    _c9 = -_c8
+    _c10 = _c6 + _c7
+    _c11 = -_c0*_p3 + _c2
+    _c12 = _qd2**2
+    _c13 = _qd5**2
+    phi[_r + 0] += _c0*_p3 - _c2 + _c5 + _q0 - _q3
+    phi[_r + 1] += -_c6 - _c7 + _c8 + _q1 - _q4
+    phi_q[PHI_Q_POS[k, 0]] += 1
+    phi_q[PHI_Q_POS[k, 1]] += _c9
+    phi_q[PHI_Q_POS[k, 2]] += -1
+    phi_q[PHI_Q_POS[k, 3]] += _c10
+    phi_q[PHI_Q_POS[k, 4]] += 1
+    phi_q[PHI_Q_POS[k, 5]] += _c5
+    phi_q[PHI_Q_POS[k, 6]] += -1
+    phi_q[PHI_Q_POS[k, 7]] += -_c11
+    gamma[_r + 0] += -_c11*_c13 + _c12*_c5
+    gamma[_r + 1] += -_c10*_c13 - _c12*_c9
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_pp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -979,6 +1077,21 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type angle_driver_p: dynamics_values of one instance k (driver)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _r = IR[k]
+    _q2 = q[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    phi[_r + 0] += -_p0 - _p1*t + _q2
+    phi_q[PHI_Q_POS[k, 0]] += 1
+    phi_t[_r + 0] += -_p1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type angle_driver_p: phi_q values of one instance k (driver)."""
     _i0 = IQ[k, 0]
@@ -1149,6 +1262,25 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E3_COUNT):
         _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    for k in range(E0_COUNT):
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E2_COUNT):
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E3_COUNT):
+        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, E3_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")

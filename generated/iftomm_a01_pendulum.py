@@ -30,15 +30,17 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5e062b78ce4d559770cfdf4fe365b82af54ad190d95fa0d5ebaf8d8becdde133"
+BODY_HASH = "559c6ac79f1d8af46af8043af0fb984a0635b946b391849170d908843b30edab"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"
 N_COORDINATES = 2
 N_CONSTRAINTS = 1
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -117,6 +119,8 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+# the position table passed for a block in which an element type has no entries
+_NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 1
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -168,6 +172,16 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     _p0 = p[IP[k, 0]]
     mass[_i0, _i0] += _p0
     mass[_i1, _i1] += _p0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e0_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_point_mass_pm: dynamics_values of one instance k (body)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _p0 = p[IP[k, 0]]
+    mass[MASS_POS[k, 0]] += _p0
+    mass[MASS_POS[k, 1]] += _p0
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -281,6 +295,27 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type distance_gpm: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _qd0 = qd[_i0]
+    _q1 = q[_i1]
+    _qd1 = qd[_i1]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _p4 = p[IP[k, 4]]
+    phi[_r + 0] += -_p4**2 + (-_p0 + _p2 + _q0)**2 + (-_p1 + _p3 + _q1)**2
+    phi_q[PHI_Q_POS[k, 0]] += -2*_p0 + 2*_p2 + 2*_q0
+    phi_q[PHI_Q_POS[k, 1]] += -2*_p1 + 2*_p3 + 2*_q1
+    gamma[_r + 0] += -2*_qd0**2 - 2*_qd1**2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type distance_gpm: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -386,6 +421,18 @@ def _e2_energy(t, q, qd, p, IQ, IP, IR, k, out):
 @njit(cache=True, inline="always", error_model="numpy")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type planar_gravity_pm: dynamics of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    force[_i0] += _p0*_p1
+    force[_i1] += _p0*_p2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_gravity_pm: dynamics_values of one instance k (force)."""
     _i0 = IQ[k, 0]
     _i1 = IQ[k, 1]
     _p0 = p[IP[k, 0]]
@@ -520,6 +567,23 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e1_dynamics(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E2_COUNT):
         _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    for k in range(E0_COUNT):
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E2_COUNT):
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")

@@ -27,15 +27,17 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "04ce35f0d2d698379eecd86b899a6fa37f9e11c86b54732d91a6cf2c2411827b"
+BODY_HASH = "2ed03ec1eac3e8e6b96b9204460c3a48173209425506e9dcb36388a6d5b0c928"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
 N_COORDINATES = 3
 N_CONSTRAINTS = 2
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -219,6 +221,28 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[0, 2] = _c1
     phi_q[1, 1] = 1
     phi_q[1, 2] = -_c0
+    gamma[0] = -_c0*_c2
+    gamma[1] = -_c1*_c2
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    force[:] = 0.0
+    phi_t[:] = 0.0
+    _c0 = p[2]*math.cos(q[2])
+    _c1 = p[2]*math.sin(q[2])
+    _c2 = qd[2]**2
+    mass[0] = p[0]
+    mass[1] = p[0]
+    mass[2] = p[1]
+    force[1] = -p[3]*p[0]
+    phi[0] = -_c0 + q[0]
+    phi[1] = -_c1 + q[1]
+    phi_q[0] = 1
+    phi_q[1] = _c1
+    phi_q[2] = 1
+    phi_q[3] = -_c0
     gamma[0] = -_c0*_c2
     gamma[1] = -_c1*_c2
 

@@ -31,15 +31,17 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "155d83a2d3041670a7a87e41fe19bee8749a7a805278c7c7aa2c43d6fd2bddd3"
+BODY_HASH = "9745ea836feb020fcc2cbf7f5da958bcfd37bd2b28cafeedd0b0284cf44546fc"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
 N_COORDINATES = 3
 N_CONSTRAINTS = 2
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -120,6 +122,8 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+# the position table passed for a block in which an element type has no entries
+_NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 1
 E0_IP = _DATA["E0_IP"]
 E0_IQ = _DATA["E0_IQ"]
@@ -190,6 +194,19 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     mass[_i0, _i0] += _p0
     mass[_i1, _i1] += _p0
     mass[_i2, _i2] += _p1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e0_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_body_p: dynamics_values of one instance k (body)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    mass[MASS_POS[k, 0]] += _p0
+    mass[MASS_POS[k, 1]] += _p0
+    mass[MASS_POS[k, 2]] += _p1
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -363,6 +380,37 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_gp: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = math.sin(_q2)
+    _c1 = math.cos(_q2)
+    _c2 = _c1*_p2
+    _c3 = _c0*_p2 + _c1*_p3
+    _c4 = -_c0*_p3 + _c2
+    _c5 = _qd2**2
+    phi[_r + 0] += _c0*_p3 - _c2 + _p0 - _q0
+    phi[_r + 1] += -_c3 + _p1 - _q1
+    phi_q[PHI_Q_POS[k, 0]] += -1
+    phi_q[PHI_Q_POS[k, 1]] += _c3
+    phi_q[PHI_Q_POS[k, 2]] += -1
+    phi_q[PHI_Q_POS[k, 3]] += -_c4
+    gamma[_r + 0] += -_c4*_c5
+    gamma[_r + 1] += -_c3*_c5
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e1_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gp: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -516,6 +564,19 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type planar_gravity_p: dynamics_values of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    force[_i0] += _p0*_p1
+    force[_i1] += _p0*_p2
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type torque_p: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -570,6 +631,22 @@ def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
 @njit(cache=True, inline="always", error_model="numpy")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type torque_p: dynamics of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _q2 = q[_i2]
+    _qd2 = qd[_i2]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _p4 = p[IP[k, 4]]
+    force[_i2] += -_p0*_p2 - _p1*_qd2 - _p3*(-_p4 + _q2)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type torque_p: dynamics_values of one instance k (force)."""
     _i0 = IQ[k, 0]
     _i1 = IQ[k, 1]
     _i2 = IQ[k, 2]
@@ -761,6 +838,25 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E3_COUNT):
         _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    for k in range(E0_COUNT):
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E2_COUNT):
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E3_COUNT):
+        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")

@@ -31,15 +31,17 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "da9910a2e44b405080b9e93647bab49d72de7e71c71e4fc6201e6e9fb9dd556b"
+BODY_HASH = "1f12e364faeef9dff83fdec9d30fcad2677a49e820901e27a2cb047039d926c9"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
 N_COORDINATES = 4
 N_CONSTRAINTS = 3
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -267,6 +269,42 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[1, 3] = -1
     phi_q[2, 1] = _c0*_c6
     phi_q[2, 3] = 1
+    gamma[0] = _c1*_c8 + _c2*_c9
+    gamma[1] = _c4*_c8 + _c5*_c9
+    gamma[2] = _c7*_c8
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    force[:] = 0.0
+    phi_t[:] = 0.0
+    _c0 = math.cos(q[1])
+    _c1 = p[5]*_c0
+    _c2 = p[3]*math.cos(q[0])
+    _c3 = math.sin(q[1])
+    _c4 = p[5]*_c3
+    _c5 = p[3]*math.sin(q[0])
+    _c6 = p[4] - p[5]
+    _c7 = _c3*_c6
+    _c8 = qd[1]**2
+    _c9 = qd[0]**2
+    mass[0] = p[0]
+    mass[1] = p[1]
+    mass[2] = p[2]
+    mass[3] = p[2]
+    force[3] = -p[6]*p[2]
+    phi[0] = _c1 + _c2 - q[2]
+    phi[1] = _c4 + _c5 - q[3]
+    phi[2] = _c7 + q[3]
+    phi_q[0] = -_c5
+    phi_q[1] = -_c4
+    phi_q[2] = -1
+    phi_q[3] = _c2
+    phi_q[4] = _c1
+    phi_q[5] = -1
+    phi_q[6] = _c0*_c6
+    phi_q[7] = 1
     gamma[0] = _c1*_c8 + _c2*_c9
     gamma[1] = _c4*_c8 + _c5*_c9
     gamma[2] = _c7*_c8

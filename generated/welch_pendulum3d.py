@@ -32,15 +32,17 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "18e3ab0e6c0842a7"
-ABI_HASH = "4c54fa16a48c0773"
+COMPILER_HASH = "4aaeb98f65028edd"
+ABI_HASH = "973383f7dd75d60b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7aae9bd4e5d57710b1ce474cc96c9fa0808cbdd3f72e33b541da2a00aad6a448"
+BODY_HASH = "785a2f8806a4283dc659a95a010f93e09d73bf6418a2ac4f286d3c33fcb063c7"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
 N_COORDINATES = 21
 N_CONSTRAINTS = 14
+# The index-1 solves: "dense" LU, or "sparse" on the static patterns (mbdgen.runtime.sparse)
+LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
@@ -137,6 +139,8 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+# the position table passed for a block in which an element type has no entries
+_NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 3
 E0_FORCE_QD_POS = _DATA["E0_FORCE_QD_POS"]
 E0_FORCE_Q_POS = _DATA["E0_FORCE_Q_POS"]
@@ -740,6 +744,92 @@ def _e0_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_q[_r + 0, _i4] += 2*_q4
     phi_q[_r + 0, _i5] += 2*_q5
     phi_q[_r + 0, _i6] += 2*_q6
+    gamma[_r + 0] += -2*_c25 - 2*_c26 - 2*_c27 - 2*_c30
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e0_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type spatial_body_s: dynamics_values of one instance k (body)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _i6 = IQ[k, 6]
+    _r = IR[k]
+    _q3 = q[_i3]
+    _qd3 = qd[_i3]
+    _q4 = q[_i4]
+    _qd4 = qd[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _q6 = q[_i6]
+    _qd6 = qd[_i6]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _c0 = _q4**2
+    _c1 = 4*_p1
+    _c2 = _q5**2
+    _c3 = 4*_p2
+    _c4 = _q6**2
+    _c5 = 4*_p3
+    _c6 = _c1*_q4
+    _c7 = _q5*_q6
+    _c8 = -_c5*_c7 - _c6*_q3 + 4*_p2*_q5*_q6
+    _c9 = _c3*_q5
+    _c10 = -_c6*_q6 - _c9*_q3 + 4*_p3*_q4*_q6
+    _c11 = -_c5*_q3*_q6 - _c9*_q4 + 4*_p1*_q4*_q5
+    _c12 = _q3**2
+    _c13 = -_c3*_q3*_q6 - _c5*_q4*_q5 + 4*_p1*_q3*_q6
+    _c14 = -_c1*_q3*_q5 - _c3*_q4*_q6 + 4*_p3*_q3*_q5
+    _c15 = -_c1*_c7 - _c5*_q3*_q4 + 4*_p2*_q3*_q4
+    _c16 = 8*_p1
+    _c17 = _c16*_qd4
+    _c18 = 8*_p3
+    _c19 = _qd5*_qd6
+    _c20 = -_c17*_qd3 - _c18*_c19 + 8*_p2*_qd5*_qd6
+    _c21 = 8*_p2
+    _c22 = _c21*_qd5
+    _c23 = -_c17*_qd6 - _c22*_qd3 + 8*_p3*_qd4*_qd6
+    _c24 = -_c18*_qd3*_qd6 - _c22*_qd4 + 8*_p1*_qd4*_qd5
+    _c25 = _qd4**2
+    _c26 = _qd5**2
+    _c27 = _qd6**2
+    _c28 = -_c18*_qd4*_qd5 - _c21*_qd3*_qd6 + 8*_p1*_qd3*_qd6
+    _c29 = -_c16*_qd3*_qd5 - _c21*_qd4*_qd6 + 8*_p3*_qd3*_qd5
+    _c30 = _qd3**2
+    _c31 = -_c16*_c19 - _c18*_qd3*_qd4 + 8*_p2*_qd3*_qd4
+    mass[MASS_POS[k, 0]] += _p0
+    mass[MASS_POS[k, 1]] += _p0
+    mass[MASS_POS[k, 2]] += _p0
+    mass[MASS_POS[k, 3]] += _c0*_c1 + _c2*_c3 + _c4*_c5
+    mass[MASS_POS[k, 4]] += _c8
+    mass[MASS_POS[k, 5]] += _c10
+    mass[MASS_POS[k, 6]] += _c11
+    mass[MASS_POS[k, 7]] += _c8
+    mass[MASS_POS[k, 8]] += _c1*_c12 + _c2*_c5 + _c3*_c4
+    mass[MASS_POS[k, 9]] += _c13
+    mass[MASS_POS[k, 10]] += _c14
+    mass[MASS_POS[k, 11]] += _c10
+    mass[MASS_POS[k, 12]] += _c13
+    mass[MASS_POS[k, 13]] += _c0*_c5 + _c1*_c4 + _c12*_c3
+    mass[MASS_POS[k, 14]] += _c15
+    mass[MASS_POS[k, 15]] += _c11
+    mass[MASS_POS[k, 16]] += _c14
+    mass[MASS_POS[k, 17]] += _c15
+    mass[MASS_POS[k, 18]] += _c0*_c3 + _c1*_c2 + _c12*_c5
+    force[_i3] += _c20*_q4 + _c23*_q5 + _c24*_q6 + _q3*(_c16*_c25 + _c18*_c27 + _c21*_c26)
+    force[_i4] += _c20*_q3 + _c28*_q5 + _c29*_q6 + _q4*(_c16*_c30 + _c18*_c26 + _c21*_c27)
+    force[_i5] += _c23*_q3 + _c28*_q4 + _c31*_q6 + _q5*(_c16*_c27 + _c18*_c25 + _c21*_c30)
+    force[_i6] += _c24*_q3 + _c29*_q4 + _c31*_q5 + _q6*(_c16*_c26 + _c18*_c30 + _c21*_c25)
+    phi[_r + 0] += _c0 + _c12 + _c2 + _c4 - 1
+    phi_q[PHI_Q_POS[k, 0]] += 2*_q3
+    phi_q[PHI_Q_POS[k, 1]] += 2*_q4
+    phi_q[PHI_Q_POS[k, 2]] += 2*_q5
+    phi_q[PHI_Q_POS[k, 3]] += 2*_q6
     gamma[_r + 0] += -2*_c25 - 2*_c26 - 2*_c27 - 2*_c30
 
 
@@ -1453,6 +1543,95 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_q[_r + 2, _i4] += -_c15 - _c17
     phi_q[_r + 2, _i5] += _c21 + _c9
     phi_q[_r + 2, _i6] += -_c11 - _c20 - _c22*_q6
+    gamma[_r + 0] += _qd3*(_c29 + _c30 + _c7*_qd3) + _qd4*(_c31 + _c32 + _c7*_qd4) + _qd5*(_c24 + _c26) + _qd6*(-_c27 - _c28)
+    gamma[_r + 1] += _qd3*(_c18*_qd3 + _c28 + _c36) + _qd4*(-_c26 + _c34) + _qd5*(_c18*_qd5 + _c32 + _c37) + _qd6*(_c30 + _c35)
+    gamma[_r + 2] += _qd3*(_c22*_qd3 + _c24 - _c34) + _qd4*(_c27 + _c36) + _qd5*(-_c29 - _c35) + _qd6*(_c22*_qd6 + _c31 + _c37)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type spherical_gs: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _i6 = IQ[k, 6]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _q3 = q[_i3]
+    _qd3 = qd[_i3]
+    _q4 = q[_i4]
+    _qd4 = qd[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _q6 = q[_i6]
+    _qd6 = qd[_i6]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _p4 = p[IP[k, 4]]
+    _p5 = p[IP[k, 5]]
+    _c0 = 2*_q3
+    _c1 = _c0*_q6
+    _c2 = _c0*_q5
+    _c3 = 2*_q4
+    _c4 = 2*_q3**2 - 1
+    _c5 = _c0*_q4
+    _c6 = 2*_q5
+    _c7 = 4*_p3
+    _c8 = 2*_q6
+    _c9 = -_c8*_p4
+    _c10 = _c6*_p5
+    _c11 = _c6*_p4
+    _c12 = _c8*_p5
+    _c13 = _c3*_p4
+    _c14 = _c0*_p5
+    _c15 = _c0*_p4
+    _c16 = -_c3*_p5
+    _c17 = _c8*_p3
+    _c18 = 4*_p4
+    _c19 = _c6*_p3
+    _c20 = _c3*_p3
+    _c21 = _c0*_p3
+    _c22 = 4*_p5
+    _c23 = 2*_p4
+    _c24 = _c23*_qd4
+    _c25 = 2*_p5
+    _c26 = _c25*_qd3
+    _c27 = _c23*_qd3
+    _c28 = -_c25*_qd4
+    _c29 = -_c23*_qd6
+    _c30 = _c25*_qd5
+    _c31 = _c23*_qd5
+    _c32 = _c25*_qd6
+    _c33 = 2*_p3
+    _c34 = _c33*_qd5
+    _c35 = _c33*_qd3
+    _c36 = _c33*_qd6
+    _c37 = _c33*_qd4
+    phi[_r + 0] += _p0 - _p3*(_c4 + 2*_q4**2) - _p4*(-_c1 + 2*_q4*_q5) - _p5*(_c2 + _c3*_q6) - _q0
+    phi[_r + 1] += _p1 - _p3*(_c1 + _c3*_q5) - _p4*(_c4 + 2*_q5**2) - _p5*(-_c5 + 2*_q5*_q6) - _q1
+    phi[_r + 2] += _p2 - _p3*(-_c2 + 2*_q4*_q6) - _p4*(_c5 + _c6*_q6) - _p5*(_c4 + 2*_q6**2) - _q2
+    phi_q[PHI_Q_POS[k, 0]] += -1
+    phi_q[PHI_Q_POS[k, 1]] += -_c10 - _c7*_q3 - _c9
+    phi_q[PHI_Q_POS[k, 2]] += -_c11 - _c12 - _c7*_q4
+    phi_q[PHI_Q_POS[k, 3]] += -_c13 - _c14
+    phi_q[PHI_Q_POS[k, 4]] += _c15 + _c16
+    phi_q[PHI_Q_POS[k, 5]] += -1
+    phi_q[PHI_Q_POS[k, 6]] += -_c16 - _c17 - _c18*_q3
+    phi_q[PHI_Q_POS[k, 7]] += _c14 - _c19
+    phi_q[PHI_Q_POS[k, 8]] += -_c12 - _c18*_q5 - _c20
+    phi_q[PHI_Q_POS[k, 9]] += -_c10 - _c21
+    phi_q[PHI_Q_POS[k, 10]] += -1
+    phi_q[PHI_Q_POS[k, 11]] += -_c13 + _c19 - _c22*_q3
+    phi_q[PHI_Q_POS[k, 12]] += -_c15 - _c17
+    phi_q[PHI_Q_POS[k, 13]] += _c21 + _c9
+    phi_q[PHI_Q_POS[k, 14]] += -_c11 - _c20 - _c22*_q6
     gamma[_r + 0] += _qd3*(_c29 + _c30 + _c7*_qd3) + _qd4*(_c31 + _c32 + _c7*_qd4) + _qd5*(_c24 + _c26) + _qd6*(-_c27 - _c28)
     gamma[_r + 1] += _qd3*(_c18*_qd3 + _c28 + _c36) + _qd4*(-_c26 + _c34) + _qd5*(_c18*_qd5 + _c32 + _c37) + _qd6*(_c30 + _c35)
     gamma[_r + 2] += _qd3*(_c22*_qd3 + _c24 - _c34) + _qd4*(_c27 + _c36) + _qd5*(-_c29 - _c35) + _qd6*(_c22*_qd6 + _c31 + _c37)
@@ -2420,6 +2599,167 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     phi_q[_r + 2, _i11] += -_c32 - _c39
     phi_q[_r + 2, _i12] += _c26 + _c43
     phi_q[_r + 2, _i13] += -_c28 - _c42 - _c45*_q13
+    gamma[_r + 0] += _qd10*(_c24*_qd10 + _c58 + _c59) + _qd11*(_c24*_qd11 + _c60 + _c61) + _qd12*(_c47 + _c49) + _qd13*(-_c50 - _c51) + _qd3*(-_c14*_qd3 - _c63 - _c65) + _qd4*(-_c14*_qd4 - _c66 - _c67) + _qd5*(-_c53 - _c55) + _qd6*(_c56 + _c57)
+    gamma[_r + 1] += _qd10*(_c40*_qd10 + _c51 + _c73) + _qd11*(-_c49 + _c69) + _qd12*(_c40*_qd12 + _c61 + _c74) + _qd13*(_c59 + _c70) + _qd3*(-_c35*_qd3 - _c57 - _c75) + _qd4*(_c55 - _c71) + _qd5*(-_c35*_qd5 - _c67 - _c76) + _qd6*(-_c65 - _c72)
+    gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type spherical_ss: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _i6 = IQ[k, 6]
+    _i7 = IQ[k, 7]
+    _i8 = IQ[k, 8]
+    _i9 = IQ[k, 9]
+    _i10 = IQ[k, 10]
+    _i11 = IQ[k, 11]
+    _i12 = IQ[k, 12]
+    _i13 = IQ[k, 13]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _q3 = q[_i3]
+    _qd3 = qd[_i3]
+    _q4 = q[_i4]
+    _qd4 = qd[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _q6 = q[_i6]
+    _qd6 = qd[_i6]
+    _q7 = q[_i7]
+    _q8 = q[_i8]
+    _q9 = q[_i9]
+    _q10 = q[_i10]
+    _qd10 = qd[_i10]
+    _q11 = q[_i11]
+    _qd11 = qd[_i11]
+    _q12 = q[_i12]
+    _qd12 = qd[_i12]
+    _q13 = q[_i13]
+    _qd13 = qd[_i13]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _p4 = p[IP[k, 4]]
+    _p5 = p[IP[k, 5]]
+    _c0 = 2*_q3
+    _c1 = _c0*_q6
+    _c2 = _c0*_q5
+    _c3 = 2*_q4
+    _c4 = 2*_q10
+    _c5 = _c4*_q13
+    _c6 = _c4*_q12
+    _c7 = 2*_q11
+    _c8 = 2*_q3**2 - 1
+    _c9 = 2*_q10**2 - 1
+    _c10 = _c0*_q4
+    _c11 = _c4*_q11
+    _c12 = 2*_q6
+    _c13 = 2*_q12
+    _c14 = 4*_p0
+    _c15 = -_c12*_p1
+    _c16 = 2*_q5
+    _c17 = _c16*_p2
+    _c18 = _c16*_p1
+    _c19 = _c12*_p2
+    _c20 = _c3*_p1
+    _c21 = _c0*_p2
+    _c22 = _c0*_p1
+    _c23 = -_c3*_p2
+    _c24 = 4*_p3
+    _c25 = 2*_q13
+    _c26 = -_c25*_p4
+    _c27 = _c13*_p5
+    _c28 = _c13*_p4
+    _c29 = _c25*_p5
+    _c30 = _c7*_p4
+    _c31 = _c4*_p5
+    _c32 = _c4*_p4
+    _c33 = -_c7*_p5
+    _c34 = _c12*_p0
+    _c35 = 4*_p1
+    _c36 = _c16*_p0
+    _c37 = _c3*_p0
+    _c38 = _c0*_p0
+    _c39 = _c25*_p3
+    _c40 = 4*_p4
+    _c41 = _c13*_p3
+    _c42 = _c7*_p3
+    _c43 = _c4*_p3
+    _c44 = 4*_p2
+    _c45 = 4*_p5
+    _c46 = 2*_p4
+    _c47 = _c46*_qd11
+    _c48 = 2*_p5
+    _c49 = _c48*_qd10
+    _c50 = _c46*_qd10
+    _c51 = -_c48*_qd11
+    _c52 = 2*_qd4
+    _c53 = _c52*_p1
+    _c54 = 2*_qd3
+    _c55 = _c54*_p2
+    _c56 = _c54*_p1
+    _c57 = -_c52*_p2
+    _c58 = -_c46*_qd13
+    _c59 = _c48*_qd12
+    _c60 = _c46*_qd12
+    _c61 = _c48*_qd13
+    _c62 = 2*_qd6
+    _c63 = -_c62*_p1
+    _c64 = 2*_qd5
+    _c65 = _c64*_p2
+    _c66 = _c64*_p1
+    _c67 = _c62*_p2
+    _c68 = 2*_p3
+    _c69 = _c68*_qd12
+    _c70 = _c68*_qd10
+    _c71 = _c64*_p0
+    _c72 = _c54*_p0
+    _c73 = _c68*_qd13
+    _c74 = _c68*_qd11
+    _c75 = _c62*_p0
+    _c76 = _c52*_p0
+    phi[_r + 0] += _p0*(_c8 + 2*_q4**2) + _p1*(-_c1 + 2*_q4*_q5) + _p2*(_c2 + _c3*_q6) - _p3*(_c9 + 2*_q11**2) - _p4*(-_c5 + 2*_q11*_q12) - _p5*(_c6 + _c7*_q13) + _q0 - _q7
+    phi[_r + 1] += _p0*(_c1 + _c3*_q5) + _p1*(_c8 + 2*_q5**2) + _p2*(-_c10 + 2*_q5*_q6) - _p3*(_c5 + _c7*_q12) - _p4*(_c9 + 2*_q12**2) - _p5*(-_c11 + 2*_q12*_q13) + _q1 - _q8
+    phi[_r + 2] += _p0*(-_c2 + 2*_q4*_q6) + _p1*(_c10 + _c12*_q5) + _p2*(_c8 + 2*_q6**2) - _p3*(-_c6 + 2*_q11*_q13) - _p4*(_c11 + _c13*_q13) - _p5*(_c9 + 2*_q13**2) + _q2 - _q9
+    phi_q[PHI_Q_POS[k, 0]] += 1
+    phi_q[PHI_Q_POS[k, 1]] += _c14*_q3 + _c15 + _c17
+    phi_q[PHI_Q_POS[k, 2]] += _c14*_q4 + _c18 + _c19
+    phi_q[PHI_Q_POS[k, 3]] += _c20 + _c21
+    phi_q[PHI_Q_POS[k, 4]] += -_c22 - _c23
+    phi_q[PHI_Q_POS[k, 5]] += -1
+    phi_q[PHI_Q_POS[k, 6]] += -_c24*_q10 - _c26 - _c27
+    phi_q[PHI_Q_POS[k, 7]] += -_c24*_q11 - _c28 - _c29
+    phi_q[PHI_Q_POS[k, 8]] += -_c30 - _c31
+    phi_q[PHI_Q_POS[k, 9]] += _c32 + _c33
+    phi_q[PHI_Q_POS[k, 10]] += 1
+    phi_q[PHI_Q_POS[k, 11]] += _c23 + _c34 + _c35*_q3
+    phi_q[PHI_Q_POS[k, 12]] += -_c21 + _c36
+    phi_q[PHI_Q_POS[k, 13]] += _c19 + _c35*_q5 + _c37
+    phi_q[PHI_Q_POS[k, 14]] += _c17 + _c38
+    phi_q[PHI_Q_POS[k, 15]] += -1
+    phi_q[PHI_Q_POS[k, 16]] += -_c33 - _c39 - _c40*_q10
+    phi_q[PHI_Q_POS[k, 17]] += _c31 - _c41
+    phi_q[PHI_Q_POS[k, 18]] += -_c29 - _c40*_q12 - _c42
+    phi_q[PHI_Q_POS[k, 19]] += -_c27 - _c43
+    phi_q[PHI_Q_POS[k, 20]] += 1
+    phi_q[PHI_Q_POS[k, 21]] += _c20 - _c36 + _c44*_q3
+    phi_q[PHI_Q_POS[k, 22]] += _c22 + _c34
+    phi_q[PHI_Q_POS[k, 23]] += -_c15 - _c38
+    phi_q[PHI_Q_POS[k, 24]] += _c18 + _c37 + _c44*_q6
+    phi_q[PHI_Q_POS[k, 25]] += -1
+    phi_q[PHI_Q_POS[k, 26]] += -_c30 + _c41 - _c45*_q10
+    phi_q[PHI_Q_POS[k, 27]] += -_c32 - _c39
+    phi_q[PHI_Q_POS[k, 28]] += _c26 + _c43
+    phi_q[PHI_Q_POS[k, 29]] += -_c28 - _c42 - _c45*_q13
     gamma[_r + 0] += _qd10*(_c24*_qd10 + _c58 + _c59) + _qd11*(_c24*_qd11 + _c60 + _c61) + _qd12*(_c47 + _c49) + _qd13*(-_c50 - _c51) + _qd3*(-_c14*_qd3 - _c63 - _c65) + _qd4*(-_c14*_qd4 - _c66 - _c67) + _qd5*(-_c53 - _c55) + _qd6*(_c56 + _c57)
     gamma[_r + 1] += _qd10*(_c40*_qd10 + _c51 + _c73) + _qd11*(-_c49 + _c69) + _qd12*(_c40*_qd12 + _c61 + _c74) + _qd13*(_c59 + _c70) + _qd3*(-_c35*_qd3 - _c57 - _c75) + _qd4*(_c55 - _c71) + _qd5*(-_c35*_qd5 - _c67 - _c76) + _qd6*(-_c65 - _c72)
     gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
@@ -5515,6 +5855,407 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type revolute_ss: dynamics_values of one instance k (joint)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _i6 = IQ[k, 6]
+    _i7 = IQ[k, 7]
+    _i8 = IQ[k, 8]
+    _i9 = IQ[k, 9]
+    _i10 = IQ[k, 10]
+    _i11 = IQ[k, 11]
+    _i12 = IQ[k, 12]
+    _i13 = IQ[k, 13]
+    _r = IR[k]
+    _q0 = q[_i0]
+    _q1 = q[_i1]
+    _q2 = q[_i2]
+    _q3 = q[_i3]
+    _qd3 = qd[_i3]
+    _q4 = q[_i4]
+    _qd4 = qd[_i4]
+    _q5 = q[_i5]
+    _qd5 = qd[_i5]
+    _q6 = q[_i6]
+    _qd6 = qd[_i6]
+    _q7 = q[_i7]
+    _q8 = q[_i8]
+    _q9 = q[_i9]
+    _q10 = q[_i10]
+    _qd10 = qd[_i10]
+    _q11 = q[_i11]
+    _qd11 = qd[_i11]
+    _q12 = q[_i12]
+    _qd12 = qd[_i12]
+    _q13 = q[_i13]
+    _qd13 = qd[_i13]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    _p4 = p[IP[k, 4]]
+    _p5 = p[IP[k, 5]]
+    _p6 = p[IP[k, 6]]
+    _p7 = p[IP[k, 7]]
+    _p8 = p[IP[k, 8]]
+    _p9 = p[IP[k, 9]]
+    _p10 = p[IP[k, 10]]
+    _p11 = p[IP[k, 11]]
+    _p12 = p[IP[k, 12]]
+    _p13 = p[IP[k, 13]]
+    _p14 = p[IP[k, 14]]
+    _c0 = 2*_q3
+    _c1 = _c0*_q6
+    _c2 = -_c1 + 2*_q4*_q5
+    _c3 = _c0*_q5
+    _c4 = 2*_q4
+    _c5 = _c3 + _c4*_q6
+    _c6 = 2*_q10
+    _c7 = _c6*_q13
+    _c8 = -_c7 + 2*_q11*_q12
+    _c9 = _c6*_q12
+    _c10 = 2*_q11
+    _c11 = _c10*_q13 + _c9
+    _c12 = 2*_q3**2 - 1
+    _c13 = _c12 + 2*_q4**2
+    _c14 = 2*_q10**2 - 1
+    _c15 = _c14 + 2*_q11**2
+    _c16 = _c1 + _c4*_q5
+    _c17 = _c0*_q4
+    _c18 = -_c17 + 2*_q5*_q6
+    _c19 = _c10*_q12 + _c7
+    _c20 = _c6*_q11
+    _c21 = -_c20 + 2*_q12*_q13
+    _c22 = _c12 + 2*_q5**2
+    _c23 = _c14 + 2*_q12**2
+    _c24 = -_c3 + 2*_q4*_q6
+    _c25 = 2*_q6
+    _c26 = _c17 + _c25*_q5
+    _c27 = -_c9 + 2*_q11*_q13
+    _c28 = 2*_q12
+    _c29 = _c20 + _c28*_q13
+    _c30 = _c12 + 2*_q6**2
+    _c31 = _c14 + 2*_q13**2
+    _c32 = _c24*_p9 + _c26*_p10 + _c30*_p11
+    _c33 = _c27*_p12 + _c29*_p13 + _c31*_p14
+    _c34 = _c13*_p9 + _c2*_p10 + _c5*_p11
+    _c35 = _c11*_p14 + _c15*_p12 + _c8*_p13
+    _c36 = _c16*_p9 + _c18*_p11 + _c22*_p10
+    _c37 = _c19*_p12 + _c21*_p14 + _c23*_p13
+    _c38 = _p10*_p8
+    _c39 = -_c38 + _p11*_p7
+    _c40 = _p11*_p6
+    _c41 = -_c40 + _p8*_p9
+    _c42 = _p10*_p6
+    _c43 = _p7*_p9
+    _c44 = _c42 - _c43
+    _c45 = _c24*_c39 + _c26*_c41 + _c30*_c44
+    _c46 = _c16*_c39 + _c18*_c44 + _c22*_c41
+    _c47 = _c13*_c39 + _c2*_c41 + _c44*_c5
+    _c48 = 4*_p0
+    _c49 = -_c25*_p1
+    _c50 = 2*_q5
+    _c51 = _c50*_p2
+    _c52 = _c50*_p1
+    _c53 = _c25*_p2
+    _c54 = _c4*_p1
+    _c55 = _c0*_p2
+    _c56 = _c0*_p1
+    _c57 = -_c4*_p2
+    _c58 = 4*_p3
+    _c59 = 2*_q13
+    _c60 = -_c59*_p4
+    _c61 = _c28*_p5
+    _c62 = _c28*_p4
+    _c63 = _c59*_p5
+    _c64 = _c10*_p4
+    _c65 = _c6*_p5
+    _c66 = _c6*_p4
+    _c67 = -_c10*_p5
+    _c68 = _c25*_p0
+    _c69 = 4*_p1
+    _c70 = _c50*_p0
+    _c71 = _c4*_p0
+    _c72 = _c0*_p0
+    _c73 = _c59*_p3
+    _c74 = 4*_p4
+    _c75 = _c28*_p3
+    _c76 = _c10*_p3
+    _c77 = _c6*_p3
+    _c78 = 4*_p2
+    _c79 = 4*_p5
+    _c80 = 4*_q3
+    _c81 = -_c4*_p11
+    _c82 = _c25*_p9
+    _c83 = _c80*_p10 + _c81 + _c82
+    _c84 = _c4*_p10
+    _c85 = -_c50*_p9
+    _c86 = _c80*_p11 + _c84 + _c85
+    _c87 = _c25*_p10
+    _c88 = _c50*_p11
+    _c89 = _c80*_p9 - _c87 + _c88
+    _c90 = _c0*_p10
+    _c91 = _c82 + _c90
+    _c92 = _c0*_p11
+    _c93 = -_c85 - _c92
+    _c94 = _c50*_p10
+    _c95 = _c25*_p11
+    _c96 = 4*_q4
+    _c97 = _c94 + _c95 + _c96*_p9
+    _c98 = _c84 + _c92
+    _c99 = _c0*_p9
+    _c100 = _c87 - _c99
+    _c101 = 4*_q5
+    _c102 = _c4*_p9
+    _c103 = _c101*_p10 + _c102 + _c95
+    _c104 = -_c81 - _c90
+    _c105 = _c88 + _c99
+    _c106 = 4*_q6
+    _c107 = _c102 + _c106*_p11 + _c94
+    _c108 = _c28*_p12
+    _c109 = _c10*_p13
+    _c110 = 4*_q10
+    _c111 = -_c108 + _c109 + _c110*_p14
+    _c112 = -_c59*_p13
+    _c113 = _c28*_p14
+    _c114 = _c110*_p12 + _c112 + _c113
+    _c115 = _c59*_p12
+    _c116 = -_c10*_p14
+    _c117 = _c110*_p13 + _c115 + _c116
+    _c118 = _c6*_p14
+    _c119 = _c108 - _c118
+    _c120 = _c6*_p13
+    _c121 = _c115 + _c120
+    _c122 = 4*_p12
+    _c123 = _c28*_p13
+    _c124 = _c59*_p14
+    _c125 = _c122*_q11 + _c123 + _c124
+    _c126 = _c6*_p12
+    _c127 = -_c112 - _c126
+    _c128 = _c109 + _c118
+    _c129 = _c10*_p12
+    _c130 = 4*_p13
+    _c131 = _c124 + _c129 + _c130*_q12
+    _c132 = _c113 + _c126
+    _c133 = -_c116 - _c120
+    _c134 = 4*_p14
+    _c135 = _c123 + _c129 + _c134*_q13
+    _c136 = _c4*_c41
+    _c137 = -_c39*_c50
+    _c138 = _c136 + _c137 + _c44*_c80
+    _c139 = -_c4*_c44
+    _c140 = _c25*_c39
+    _c141 = _c139 + _c140 + _c41*_c80
+    _c142 = _c44*_c50
+    _c143 = -_c25*_c41
+    _c144 = _c142 + _c143 + _c39*_c80
+    _c145 = _c0*_c44
+    _c146 = -_c137 - _c145
+    _c147 = _c0*_c41
+    _c148 = _c140 + _c147
+    _c149 = _c41*_c50
+    _c150 = _c25*_c44
+    _c151 = _c149 + _c150 + _c39*_c96
+    _c152 = _c136 + _c145
+    _c153 = _c0*_c39
+    _c154 = -_c143 - _c153
+    _c155 = _c39*_c4
+    _c156 = _c101*_c41 + _c150 + _c155
+    _c157 = _c142 + _c153
+    _c158 = -_c139 - _c147
+    _c159 = _c106*_c44 + _c149 + _c155
+    _c160 = 2*_p4
+    _c161 = _c160*_qd11
+    _c162 = 2*_p5
+    _c163 = _c162*_qd10
+    _c164 = _c160*_qd10
+    _c165 = -_c162*_qd11
+    _c166 = 2*_qd4
+    _c167 = _c166*_p1
+    _c168 = 2*_qd3
+    _c169 = _c168*_p2
+    _c170 = _c168*_p1
+    _c171 = -_c166*_p2
+    _c172 = -_c160*_qd13
+    _c173 = _c162*_qd12
+    _c174 = _c160*_qd12
+    _c175 = _c162*_qd13
+    _c176 = 2*_qd6
+    _c177 = -_c176*_p1
+    _c178 = 2*_qd5
+    _c179 = _c178*_p2
+    _c180 = _c178*_p1
+    _c181 = _c176*_p2
+    _c182 = 2*_p3
+    _c183 = _c182*_qd12
+    _c184 = _c182*_qd10
+    _c185 = _c178*_p0
+    _c186 = _c168*_p0
+    _c187 = _c182*_qd13
+    _c188 = _c182*_qd11
+    _c189 = _c176*_p0
+    _c190 = _c166*_p0
+    _c191 = _c122*_c34
+    _c192 = _c119*_c93 + _c121*_c91 + _c125*_c97
+    _c193 = _c100*_c121 + _c103*_c119 + _c125*_c98
+    _c194 = _c104*_c125 + _c105*_c119 + _c107*_c121
+    _c195 = _c119*_c83 + _c121*_c86 + _c125*_c89
+    _c196 = 2*_c32
+    _c197 = _c196*_p13
+    _c198 = 2*_p14
+    _c199 = _c198*_c36
+    _c200 = _c197 - _c199
+    _c201 = 2*_p12
+    _c202 = _c201*_c36
+    _c203 = 2*_p13
+    _c204 = _c203*_c34
+    _c205 = _c202 + _c204
+    _c206 = _c196*_p12
+    _c207 = _c198*_c34 + _c206
+    _c208 = _c130*_c36
+    _c209 = _c127*_c91 + _c128*_c97 + _c131*_c93
+    _c210 = _c100*_c127 + _c103*_c131 + _c128*_c98
+    _c211 = _c104*_c128 + _c105*_c131 + _c107*_c127
+    _c212 = _c127*_c86 + _c128*_c89 + _c131*_c83
+    _c213 = -_c206 + 2*_c34*_p14
+    _c214 = _c197 + _c199
+    _c215 = _c134*_c32
+    _c216 = _c132*_c93 + _c133*_c97 + _c135*_c91
+    _c217 = _c100*_c135 + _c103*_c132 + _c133*_c98
+    _c218 = _c104*_c133 + _c105*_c132 + _c107*_c135
+    _c219 = _c132*_c83 + _c133*_c89 + _c135*_c86
+    _c220 = _c202 - _c204
+    _c221 = 4*_c35*_p9
+    _c222 = _c111*_c91 + _c114*_c97 + _c117*_c93
+    _c223 = 2*_c33
+    _c224 = _c223*_p10
+    _c225 = 2*_p11
+    _c226 = _c225*_c37
+    _c227 = _c224 - _c226
+    _c228 = 2*_c35*_p10
+    _c229 = _c228 + 2*_c37*_p9
+    _c230 = _c225*_c35
+    _c231 = _c223*_p9
+    _c232 = _c230 + _c231
+    _c233 = 4*_c37*_p10
+    _c234 = _c100*_c111 + _c103*_c117 + _c114*_c98
+    _c235 = _c230 - _c231
+    _c236 = _c224 + _c226
+    _c237 = 4*_c33*_p11
+    _c238 = _c104*_c114 + _c105*_c117 + _c107*_c111
+    _c239 = -_c228 + 2*_c37*_p9
+    _c240 = _c111*_c86 + _c114*_c89 + _c117*_c83
+    _c241 = _c35*(-4*_c38 + 4*_p11*_p7)
+    _c242 = 2*_c42 - 2*_p7*_p9
+    _c243 = 2*_c40 - 2*_p8*_p9
+    _c244 = -_c243
+    _c245 = _c244*_c33
+    _c246 = -_c242*_c37 + _c245
+    _c247 = 2*_c38 - 2*_p11*_p7
+    _c248 = -_c247
+    _c249 = _c248*_c37
+    _c250 = _c244*_c35 + _c249
+    _c251 = _c242*_c35
+    _c252 = _c248*_c33 + _c251
+    _c253 = _c119*_c146 + _c121*_c148 + _c125*_c151
+    _c254 = _c127*_c148 + _c128*_c151 + _c131*_c146
+    _c255 = _c132*_c146 + _c133*_c151 + _c135*_c148
+    _c256 = _c111*_c148 + _c114*_c151 + _c117*_c146
+    _c257 = _c37*(-4*_c40 + 4*_p8*_p9)
+    _c258 = _c247*_c33 + _c251
+    _c259 = _c242*_c37 + _c245
+    _c260 = _c119*_c156 + _c121*_c154 + _c125*_c152
+    _c261 = _c127*_c154 + _c128*_c152 + _c131*_c156
+    _c262 = _c132*_c156 + _c133*_c152 + _c135*_c154
+    _c263 = _c111*_c154 + _c114*_c152 + _c117*_c156
+    _c264 = _c33*(4*_c42 - 4*_c43)
+    _c265 = _c243*_c35 + _c249
+    _c266 = _c119*_c157 + _c121*_c159 + _c125*_c158
+    _c267 = _c127*_c159 + _c128*_c158 + _c131*_c157
+    _c268 = _c132*_c157 + _c133*_c158 + _c135*_c159
+    _c269 = _c111*_c159 + _c114*_c158 + _c117*_c157
+    _c270 = _c122*_c47
+    _c271 = _c203*_c45
+    _c272 = _c198*_c46
+    _c273 = _c271 - _c272
+    _c274 = _c201*_c46
+    _c275 = _c203*_c47
+    _c276 = _c274 + _c275
+    _c277 = _c201*_c45
+    _c278 = _c198*_c47 + _c277
+    _c279 = _c119*_c141 + _c121*_c138 + _c125*_c144
+    _c280 = _c130*_c46
+    _c281 = -_c277 + 2*_c47*_p14
+    _c282 = _c271 + _c272
+    _c283 = _c127*_c138 + _c128*_c144 + _c131*_c141
+    _c284 = _c134*_c45
+    _c285 = _c274 - _c275
+    _c286 = _c132*_c141 + _c133*_c144 + _c135*_c138
+    _c287 = _c111*_c138 + _c114*_c144 + _c117*_c141
+    phi[_r + 0] += -_c11*_p5 + _c13*_p0 - _c15*_p3 + _c2*_p1 + _c5*_p2 - _c8*_p4 + _q0 - _q7
+    phi[_r + 1] += _c16*_p0 + _c18*_p2 - _c19*_p3 - _c21*_p5 + _c22*_p1 - _c23*_p4 + _q1 - _q8
+    phi[_r + 2] += _c24*_p0 + _c26*_p1 - _c27*_p3 - _c29*_p4 + _c30*_p2 - _c31*_p5 + _q2 - _q9
+    phi[_r + 3] += _c32*_c33 + _c34*_c35 + _c36*_c37
+    phi[_r + 4] += _c33*_c45 + _c35*_c47 + _c37*_c46
+    phi_q[PHI_Q_POS[k, 0]] += 1
+    phi_q[PHI_Q_POS[k, 1]] += _c48*_q3 + _c49 + _c51
+    phi_q[PHI_Q_POS[k, 2]] += _c48*_q4 + _c52 + _c53
+    phi_q[PHI_Q_POS[k, 3]] += _c54 + _c55
+    phi_q[PHI_Q_POS[k, 4]] += -_c56 - _c57
+    phi_q[PHI_Q_POS[k, 5]] += -1
+    phi_q[PHI_Q_POS[k, 6]] += -_c58*_q10 - _c60 - _c61
+    phi_q[PHI_Q_POS[k, 7]] += -_c58*_q11 - _c62 - _c63
+    phi_q[PHI_Q_POS[k, 8]] += -_c64 - _c65
+    phi_q[PHI_Q_POS[k, 9]] += _c66 + _c67
+    phi_q[PHI_Q_POS[k, 10]] += 1
+    phi_q[PHI_Q_POS[k, 11]] += _c57 + _c68 + _c69*_q3
+    phi_q[PHI_Q_POS[k, 12]] += -_c55 + _c70
+    phi_q[PHI_Q_POS[k, 13]] += _c53 + _c69*_q5 + _c71
+    phi_q[PHI_Q_POS[k, 14]] += _c51 + _c72
+    phi_q[PHI_Q_POS[k, 15]] += -1
+    phi_q[PHI_Q_POS[k, 16]] += -_c67 - _c73 - _c74*_q10
+    phi_q[PHI_Q_POS[k, 17]] += _c65 - _c75
+    phi_q[PHI_Q_POS[k, 18]] += -_c63 - _c74*_q12 - _c76
+    phi_q[PHI_Q_POS[k, 19]] += -_c61 - _c77
+    phi_q[PHI_Q_POS[k, 20]] += 1
+    phi_q[PHI_Q_POS[k, 21]] += _c54 - _c70 + _c78*_q3
+    phi_q[PHI_Q_POS[k, 22]] += _c56 + _c68
+    phi_q[PHI_Q_POS[k, 23]] += -_c49 - _c72
+    phi_q[PHI_Q_POS[k, 24]] += _c52 + _c71 + _c78*_q6
+    phi_q[PHI_Q_POS[k, 25]] += -1
+    phi_q[PHI_Q_POS[k, 26]] += -_c64 + _c75 - _c79*_q10
+    phi_q[PHI_Q_POS[k, 27]] += -_c66 - _c73
+    phi_q[PHI_Q_POS[k, 28]] += _c60 + _c77
+    phi_q[PHI_Q_POS[k, 29]] += -_c62 - _c76 - _c79*_q13
+    phi_q[PHI_Q_POS[k, 30]] += _c33*_c86 + _c35*_c89 + _c37*_c83
+    phi_q[PHI_Q_POS[k, 31]] += _c33*_c91 + _c35*_c97 + _c37*_c93
+    phi_q[PHI_Q_POS[k, 32]] += _c100*_c33 + _c103*_c37 + _c35*_c98
+    phi_q[PHI_Q_POS[k, 33]] += _c104*_c35 + _c105*_c37 + _c107*_c33
+    phi_q[PHI_Q_POS[k, 34]] += _c111*_c32 + _c114*_c34 + _c117*_c36
+    phi_q[PHI_Q_POS[k, 35]] += _c119*_c36 + _c121*_c32 + _c125*_c34
+    phi_q[PHI_Q_POS[k, 36]] += _c127*_c32 + _c128*_c34 + _c131*_c36
+    phi_q[PHI_Q_POS[k, 37]] += _c132*_c36 + _c133*_c34 + _c135*_c32
+    phi_q[PHI_Q_POS[k, 38]] += _c138*_c33 + _c141*_c37 + _c144*_c35
+    phi_q[PHI_Q_POS[k, 39]] += _c146*_c37 + _c148*_c33 + _c151*_c35
+    phi_q[PHI_Q_POS[k, 40]] += _c152*_c35 + _c154*_c33 + _c156*_c37
+    phi_q[PHI_Q_POS[k, 41]] += _c157*_c37 + _c158*_c35 + _c159*_c33
+    phi_q[PHI_Q_POS[k, 42]] += _c111*_c45 + _c114*_c47 + _c117*_c46
+    phi_q[PHI_Q_POS[k, 43]] += _c119*_c46 + _c121*_c45 + _c125*_c47
+    phi_q[PHI_Q_POS[k, 44]] += _c127*_c45 + _c128*_c47 + _c131*_c46
+    phi_q[PHI_Q_POS[k, 45]] += _c132*_c46 + _c133*_c47 + _c135*_c45
+    gamma[_r + 0] += _qd10*(_c172 + _c173 + _c58*_qd10) + _qd11*(_c174 + _c175 + _c58*_qd11) + _qd12*(_c161 + _c163) + _qd13*(-_c164 - _c165) + _qd3*(-_c177 - _c179 - _c48*_qd3) + _qd4*(-_c180 - _c181 - _c48*_qd4) + _qd5*(-_c167 - _c169) + _qd6*(_c170 + _c171)
+    gamma[_r + 1] += _qd10*(_c165 + _c187 + _c74*_qd10) + _qd11*(-_c163 + _c183) + _qd12*(_c175 + _c188 + _c74*_qd12) + _qd13*(_c173 + _c184) + _qd3*(-_c171 - _c189 - _c69*_qd3) + _qd4*(_c169 - _c185) + _qd5*(-_c181 - _c190 - _c69*_qd5) + _qd6*(-_c179 - _c186)
+    gamma[_r + 2] += _qd10*(_c161 - _c183 + _c79*_qd10) + _qd11*(_c164 + _c187) + _qd12*(-_c172 - _c184) + _qd13*(_c174 + _c188 + _c79*_qd13) + _qd3*(-_c167 + _c185 - _c78*_qd3) + _qd4*(-_c170 - _c189) + _qd5*(_c177 + _c186) + _qd6*(-_c180 - _c190 - _c78*_qd6)
+    gamma[_r + 3] += _qd10*(-_c200*_qd11 - _c213*_qd12 - _c220*_qd13 - _c222*_qd4 - _c234*_qd5 - _c238*_qd6 - _c240*_qd3 - _qd10*(_c191 + _c208 + _c215)) + _qd11*(-_c191*_qd11 - _c192*_qd4 - _c193*_qd5 - _c194*_qd6 - _c195*_qd3 - _c200*_qd10 - _c205*_qd12 - _c207*_qd13) + _qd12*(-_c205*_qd11 - _c208*_qd12 - _c209*_qd4 - _c210*_qd5 - _c211*_qd6 - _c212*_qd3 - _c213*_qd10 - _c214*_qd13) + _qd13*(-_c207*_qd11 - _c214*_qd12 - _c215*_qd13 - _c216*_qd4 - _c217*_qd5 - _c218*_qd6 - _c219*_qd3 - _c220*_qd10) + _qd3*(-_c195*_qd11 - _c212*_qd12 - _c219*_qd13 - _c227*_qd4 - _c235*_qd5 - _c239*_qd6 - _c240*_qd10 - _qd3*(_c221 + _c233 + _c237)) + _qd4*(-_c192*_qd11 - _c209*_qd12 - _c216*_qd13 - _c221*_qd4 - _c222*_qd10 - _c227*_qd3 - _c229*_qd5 - _c232*_qd6) + _qd5*(-_c193*_qd11 - _c210*_qd12 - _c217*_qd13 - _c229*_qd4 - _c233*_qd5 - _c234*_qd10 - _c235*_qd3 - _c236*_qd6) + _qd6*(-_c194*_qd11 - _c211*_qd12 - _c218*_qd13 - _c232*_qd4 - _c236*_qd5 - _c237*_qd6 - _c238*_qd10 - _c239*_qd3)
+    gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7547,6 +8288,25 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i2] += _p0*_p3
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
+    """Element type spatial_gravity_s: dynamics_values of one instance k (force)."""
+    _i0 = IQ[k, 0]
+    _i1 = IQ[k, 1]
+    _i2 = IQ[k, 2]
+    _i3 = IQ[k, 3]
+    _i4 = IQ[k, 4]
+    _i5 = IQ[k, 5]
+    _i6 = IQ[k, 6]
+    _p0 = p[IP[k, 0]]
+    _p1 = p[IP[k, 1]]
+    _p2 = p[IP[k, 2]]
+    _p3 = p[IP[k, 3]]
+    force[_i0] += _p0*_p1
+    force[_i1] += _p0*_p2
+    force[_i2] += _p0*_p3
+
+
 @njit(cache=True, error_model="numpy")
 def phi(t, q, p, out):
     """Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."""
@@ -7725,6 +8485,27 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    for k in range(E0_COUNT):
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, E0_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E2_COUNT):
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E3_COUNT):
+        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, E3_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E4_COUNT):
+        _e4_dynamics_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
 def force_x(t, q, qd, p, out):
     """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
     out[:] = 0.0
@@ -7889,7 +8670,7 @@ def state_rate_x_values(t, q, qd, p, out):
 @njit(cache=True, nogil=True, error_model="numpy")
 def abm_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):
     """Runtime ``explicit.abm_chunk`` bound to this module's kernels."""
-    return rt.explicit.abm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
+    return rt.explicit.abm_chunk(rt.index1.index1_rhs_sparse, dynamics_values, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -7907,7 +8688,7 @@ def abm_hybrid_chunk(p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, 
 @njit(cache=True, nogil=True, error_model="numpy")
 def vabm_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive.vabm_chunk`` bound to this module's kernels."""
-    return rt.adaptive.vabm_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+    return rt.adaptive.vabm_chunk(rt.index1.index1_rhs_sparse, dynamics_values, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -7925,7 +8706,7 @@ def vabm_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
 @njit(cache=True, nogil=True, error_model="numpy")
 def rkf45_adaptive_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
-    return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs, dynamics, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+    return rt.adaptive_rk.rkf45_chunk(rt.index1.index1_rhs_sparse, dynamics_values, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

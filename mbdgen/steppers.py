@@ -49,6 +49,7 @@ from mbdgen.runtime import (
     index1,
     newmark_gcp,
     partition,
+    sparse,
     welch,
 )
 from mbdgen.runtime.status import NEWTON_FAILED
@@ -214,16 +215,32 @@ class Stepper:
 
     def _right_side_workspace(self) -> tuple:
         run = self.run
-        return (
-            run.gcp_ws
-            if run.gcp_ws is not None
-            else index1.workspace(run.n, run.m, run.removed.active)
-        )
+        if run.gcp_ws is not None:
+            return run.gcp_ws
+        module = run.module
+        if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
+            return index1.sparse_workspace(
+                run.n, run.m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS,
+                module.PHI_Q_COLS, run.removed.active, plan=_index1_plan(module),
+            )  # fmt: skip
+        return index1.workspace(run.n, run.m, run.removed.active)
 
     def _entry(self) -> Any:
         """The module's entry point of this method under the run's constraint handling."""
         suffix = CONSTRAINT_HANDLING[self.run.constraints] + "_chunk"
         return getattr(self.run.module, self.run.spec.entry.replace("_chunk", suffix))
+
+
+def _index1_plan(module: Any) -> sparse.KktPlan:
+    """The module's sparse index-1 plan, computed once per module object."""
+    plan = getattr(module, "_mbdgen_index1_plan", None)
+    if plan is None:
+        plan = sparse.kkt_plan(
+            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
+            module.PHI_Q_ROWS, module.PHI_Q_COLS,
+        )  # fmt: skip
+        module._mbdgen_index1_plan = plan
+    return plan
 
 
 @lru_cache(maxsize=16)

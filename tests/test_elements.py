@@ -56,7 +56,12 @@ def test_element_and_flat_paths_agree(element_zoo, zoo_flat):
             args = [st[a] for a in spec.inputs]
             outs = []
             for module in (el, fl):
-                o = [np.full(block_shape(x.block, n, m), np.nan) for x in spec.outputs]
+                o = [
+                    np.full(getattr(module, f"{x.block.upper()}_ROWS").size, np.nan)
+                    if x.sparse
+                    else np.full(block_shape(x.block, n, m), np.nan)
+                    for x in spec.outputs
+                ]
                 getattr(module, spec.name)(*args, *o)
                 outs.append(o)
             for x, a, b in zip(spec.outputs, *outs, strict=True):

@@ -73,7 +73,7 @@ def test_every_kernel_matches_lambdify(case, seed):
     symbols = [t, list(system.q), list(system.qd), list(system.a), list(system.lam), list(system.p)]
     values = [st["t"], st["q"], st["qd"], st["a"], st["lam"], st["p"]]
     for spec in KERNELS:
-        if spec.name == "dynamics":
+        if spec.name in ("dynamics", "dynamics_values"):  # fused kernels: tested below
             continue
         key = (system.model.name, spec.name)
         if key not in _LAMBDIFIED:  # once per model, not per seed (big expressions)
@@ -148,6 +148,22 @@ def test_fused_dynamics_kernel_equals_single_kernels(case):
         np.testing.assert_allclose(
             got, _call(module, o.block, st), rtol=1e-14, atol=1e-14, err_msg=o.block
         )
+    # the sparse variant: M and Φ_q as values on MASS_ROWS/COLS and PHI_Q_ROWS/COLS
+    spec = next(k for k in KERNELS if k.name == "dynamics_values")
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    outs = [
+        np.full(getattr(module, f"{o.block.upper()}_ROWS").size, np.nan)
+        if o.sparse
+        else np.full(block_shape(o.block, n, m), np.nan)
+        for o in spec.outputs
+    ]
+    module.dynamics_values(st["t"], st["q"], st["qd"], st["p"], *outs)
+    for o, got in zip(spec.outputs, outs, strict=True):
+        dense = _call(module, o.block, st)
+        if o.sparse:
+            big = o.block.upper()
+            dense = dense[getattr(module, f"{big}_ROWS"), getattr(module, f"{big}_COLS")]
+        np.testing.assert_allclose(got, dense, rtol=1e-14, atol=1e-14, err_msg=o.block)
 
 
 def test_sparse_values_match_dense_on_the_pattern(case):

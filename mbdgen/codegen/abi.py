@@ -30,6 +30,7 @@ class Output:
 
     arg: str
     block: str
+    sparse: bool = False  # values on the block's static pattern, not the dense array
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,20 @@ KERNELS: tuple[Kernel, ...] = (
         ),
         "M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation "
         "of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs.",
+    ),
+    Kernel(
+        "dynamics_values",
+        ("t", "q", "qd", "p"),
+        (
+            Output("mass", "mass", sparse=True),
+            Output("force", "force"),
+            Output("phi", "phi"),
+            Output("phi_q", "phi_q", sparse=True),
+            Output("phi_t", "phi_t"),
+            Output("gamma", "gamma"),
+        ),
+        "``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS "
+        "and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse).",
     ),
     _single(
         "state_rate",
@@ -303,14 +318,38 @@ RUNTIME_SIZES = {
 }
 
 
-def entry_points_for(n: int, m: int, nd: int = 0) -> tuple[EntryPoint, ...]:
+#: Smallest n + m at which a mechanism's index-1 right side solves on the sparse
+#: pattern (:mod:`mbdgen.runtime.sparse`) rather than by the dense LU; measured
+#: crossover in docs/design-notes.md ("Sparse linear algebra").
+SPARSE_LIMIT = 20
+#: The index-1 binding of the dense path and its sparse replacement.
+_DENSE_INDEX1 = ("rt.index1.index1_rhs", "dynamics")
+_SPARSE_INDEX1 = ("rt.index1.index1_rhs_sparse", "dynamics_values")
+
+
+def linear_algebra(n: int, m: int, mechanism: bool) -> str:
+    """ "sparse" for mechanisms (block-diagonal M, element patterns) with
+    n + m ≥ :data:`SPARSE_LIMIT`, else "dense"."""
+    return "sparse" if mechanism and n + m >= SPARSE_LIMIT else "dense"
+
+
+def entry_points_for(n: int, m: int, nd: int = 0, linalg: str = "dense") -> tuple[EntryPoint, ...]:
     """:data:`ENTRY_POINTS` with the sizes bound as constants or read at run time
-    (the index-3 methods' Newton matrix is (n + m + nd)²)."""
+    (the index-3 methods' Newton matrix is (n + m + nd)²), and with the sparse
+    index-1 right side where ``linalg`` is "sparse"."""
+    points = ENTRY_POINTS
+    if linalg == "sparse":
+        points = tuple(
+            EntryPoint(e.name, e.target, _SPARSE_INDEX1 + e.bound[2:], e.args)
+            if e.bound[:2] == _DENSE_INDEX1
+            else e
+            for e in points
+        )
     if n + m + nd <= UNROLL_LIMIT:
-        return ENTRY_POINTS
+        return points
     return tuple(
         EntryPoint(e.name, e.target, tuple(RUNTIME_SIZES.get(b, b) for b in e.bound), e.args)
-        for e in ENTRY_POINTS
+        for e in points
     )
 
 
@@ -325,6 +364,7 @@ def abi_hash() -> str:
             REACTION_COLUMNS,
             UNROLL_LIMIT,
             STATE_RATE_BLOCKS,
+            SPARSE_LIMIT,
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -24,7 +24,9 @@ from mbdgen.codegen.abi import (
     KERNELS,
     SPARSE_BLOCKS,
     STATE_RATE_BLOCKS,
+    Kernel,
     entry_points_for,
+    linear_algebra,
 )
 from mbdgen.codegen.element_cache import CachedType, ElementCache
 from mbdgen.codegen.emit import (
@@ -110,6 +112,22 @@ def _nonzero(mat: sp.Matrix) -> bool:
     return any(e != 0 for e in mat)
 
 
+def _position_tables(spec: Kernel) -> tuple[str, ...]:
+    """Position-table arguments of an element kernel with sparse outputs
+    (``dynamics_values``: MASS_POS, PHI_Q_POS)."""
+    return tuple(f"{o.block.upper()}_POS" for o in spec.outputs if o.sparse)
+
+
+def _sparse_output(ts: TypeSystem, arg: str, block: str) -> tuple:
+    """An output written as values on the type's local pattern of ``block``, through
+    its position table (an empty column when the type has no entries there)."""
+    pattern = ts.patterns[block]
+    mat = ts.blocks[block]
+    values = sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
+    table = f"{block.upper()}_POS"
+    return (arg, values, lambda i, j: f"{arg}[{table}[k, {i}]]", "+=")
+
+
 def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[KernelCode], dict]:
     """Element kernels of one derived type, named without the model's ``_e<index>``
     prefix (``_phi`` ...: what the element cache stores); returns them and
@@ -125,7 +143,12 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         mats = [ts.blocks[o.block] for o in spec.outputs]
         if not any(_nonzero(mt) for mt in mats):
             continue
-        outputs = [(o.arg, ts.blocks[o.block], _target(o.block)(o.arg), "+=") for o in spec.outputs]
+        outputs = [
+            _sparse_output(ts, o.arg, o.block)
+            if o.sparse
+            else (o.arg, ts.blocks[o.block], _target(o.block)(o.arg), "+=")
+            for o in spec.outputs
+        ]
         name = f"_{spec.name}"
         states = spec.name == "force_x"
         codes.append(
@@ -134,6 +157,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
                 spec.inputs
                 + tables
                 + (("IX",) if states else ())
+                + _position_tables(spec)
                 + ("k",)
                 + tuple(o.arg for o in spec.outputs),
                 doc.format(spec.name),
@@ -355,7 +379,13 @@ def render_element_module(
             tables = (f"{pre}_IQ", f"{pre}_IP", f"{pre}_IR")
             if kernel in ("force_x", "force_x_values"):
                 tables += (f"{pre}_IX",)
-            if kernel.endswith("_values"):
+            spec = next((k for k in KERNELS if k.name == kernel), None)
+            if spec is not None and _position_tables(spec):
+                tables += tuple(
+                    f"{pre}_{t}" if t[:-4].lower() in ts.pos else "_NO_POSITIONS"
+                    for t in _position_tables(spec)
+                )
+            elif kernel.endswith("_values"):
                 block = kernel[: -len("_values")]
                 tables += (f"{pre}_{block.upper()}_POS",)
             if kernel == "reactions":
@@ -414,6 +444,7 @@ def render_element_module(
         for ts in esys.types
     ]
     n_euler = sum(1 for b in mech.bodies if b.kind == "spatial" and not b.point)
+    linalg = linear_algebra(mech.n, mech.m, mechanism=True)
     context = _base_context(
         mech.name,
         mech.description,
@@ -425,6 +456,7 @@ def render_element_module(
         n_euler,
         n_parameters=len(mech.parameters),
         state_names=tuple(s.name for s in mech.states),
+        linear_algebra=linalg,
     )
     context.update(
         {
@@ -437,7 +469,7 @@ def render_element_module(
             "state_kernels": state_kernels,
             "kernels": kernels,
             "sparse_names": [b.upper() for b in SPARSE_BLOCKS],
-            "entry_points": entry_points_for(mech.n, mech.m, len(mech.states)),
+            "entry_points": entry_points_for(mech.n, mech.m, len(mech.states), linalg),
         }
     )
     assert set(context) == ELEMENT_TEMPLATE_KEYS, set(context) ^ ELEMENT_TEMPLATE_KEYS

@@ -209,6 +209,7 @@ _BASE_KEYS = frozenset(
         "n_parameters",
         "n_states",
         "state_names",
+        "linear_algebra",
     }
 )
 #: Context keys ``module.py.j2`` declares; checked before rendering (STYLE lesson 4).
@@ -252,6 +253,7 @@ def _base_context(
     has_potential: bool = True,
     n_parameters: int = 0,
     state_names: tuple[str, ...] = (),
+    linear_algebra: str = "dense",
 ) -> dict:
     return {
         "version": __version__,
@@ -271,7 +273,15 @@ def _base_context(
         "n_parameters": n_parameters,
         "n_states": len(state_names),
         "state_names": list(state_names),
+        "linear_algebra": linear_algebra,
     }
+
+
+def _values(system: SymbolicSystem, block: str) -> sp.Matrix:
+    """The entries of ``block`` on its static pattern, as a column."""
+    mat = system.blocks[block]
+    pattern = system.patterns[block]
+    return sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
 
 
 def render_module(
@@ -290,7 +300,10 @@ def render_module(
     kernels: list[KernelCode] = []
     for spec in KERNELS:
         outputs = [
-            (o.arg, system.blocks[o.block], BLOCK_SHAPES[o.block][1] is None) for o in spec.outputs
+            (o.arg, _values(system, o.block), True)
+            if o.sparse
+            else (o.arg, system.blocks[o.block], BLOCK_SHAPES[o.block][1] is None)
+            for o in spec.outputs
         ]
         kernels.append(
             _kernel_code(
@@ -303,9 +316,8 @@ def render_module(
         )
     sparse = []
     for block in SPARSE_BLOCKS:
-        mat = system.blocks[block]
         pattern = system.patterns[block]
-        values = sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
+        values = _values(system, block)
         spec = next(k for k in KERNELS if k.name == block)
         kernels.append(
             _kernel_code(

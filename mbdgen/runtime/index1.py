@@ -21,11 +21,14 @@ weight of exactly 1.0 leaves the arithmetic bit for bit unchanged.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from mbdgen.runtime.linalg import lu_solve_inplace
+from mbdgen.runtime.sparse import KktPlan, kkt_assemble, kkt_factor, kkt_plan, kkt_rhs, kkt_solve
+from mbdgen.runtime.status import OK
 
 
 def n_aux(m: int) -> int:
@@ -102,6 +105,106 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     status, phi_norm, phid_norm = solve_index1(
         n, m, qd, ctrl[0], ctrl[1] * ctrl[1], mass, force, phi, phi_q, phi_t, gamma, active, A, b
     )
+    for i in range(n):
+        f[i] = qd[i]
+        f[n + i] = b[i]
+    for i in range(m):
+        aux[i] = b[n + i]
+    aux[m] = phi_norm
+    aux[m + 1] = phid_norm
+    return status
+
+
+class SparseWorkspace(NamedTuple):
+    """Preallocated arrays of :func:`index1_rhs_sparse`: the ``dynamics_values`` outputs
+    (M and Φ_q as values on the module's MASS and PHI_Q patterns), the KKT plan and
+    the factor's values; Q at [1] and Φ at [2] like the dense workspace."""
+
+    mass: np.ndarray
+    force: np.ndarray
+    phi: np.ndarray
+    phi_q: np.ndarray
+    phi_t: np.ndarray
+    gamma: np.ndarray
+    active: np.ndarray
+    plan: KktPlan
+    val: np.ndarray
+    b: np.ndarray
+    work: np.ndarray
+    wrow: np.ndarray
+
+
+def sparse_workspace(
+    n: int,
+    m: int,
+    mass_rows: np.ndarray,
+    mass_cols: np.ndarray,
+    phi_q_rows: np.ndarray,
+    phi_q_cols: np.ndarray,
+    active: np.ndarray | None = None,
+    plan: KktPlan | None = None,
+) -> SparseWorkspace:
+    """The workspace of :func:`index1_rhs_sparse` for the given static patterns
+    (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one)."""
+    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
+    if weights.shape != (m,):
+        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    if plan is None:
+        plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
+    return SparseWorkspace(
+        np.zeros(len(mass_rows)),
+        np.zeros(n),
+        np.zeros(m),
+        np.zeros(len(phi_q_rows)),
+        np.zeros(m),
+        np.zeros(m),
+        weights.copy(),
+        plan,
+        np.zeros(plan.values_size),
+        np.zeros(n + m),
+        np.zeros(n + m),
+        np.zeros(max(plan.aug_rows.shape[0], 1)),
+    )
+
+
+@njit(cache=True)
+def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
+    """Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 on the sparse pattern (same contract
+    as :func:`solve_index1`): ``ws.b`` ← [q̈; λ]; returns (status, ‖Φ‖₂, ‖Φ̇‖₂)."""
+    plan = ws.plan
+    b = ws.b
+    phid = ws.work  # Φ_q q̇ + Φ_t, before the solve uses work
+    for i in range(m):
+        phid[i] = ws.phi_t[i]
+    for e in range(plan.a_rows.shape[0]):
+        phid[plan.a_rows[e]] += ws.phi_q[e] * qd[plan.a_cols[e]]
+    phi2 = 0.0
+    phid2 = 0.0
+    for i in range(n):
+        b[i] = ws.force[i]
+    for i in range(m):
+        w = ws.active[i]
+        b[n + i] = w * (ws.gamma[i] - 2.0 * alpha * phid[i] - beta2 * ws.phi[i])
+        phi2 += ws.phi[i] * ws.phi[i]
+        phid2 += phid[i] * phid[i]
+    kkt_assemble(plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
+    status = kkt_factor(plan, ws.val)
+    if status == OK:
+        kkt_rhs(plan, ws.phi_q, ws.active, ws.wrow, b)
+        kkt_solve(plan, ws.val, b, ws.work)
+    return status, math.sqrt(phi2), math.sqrt(phid2)
+
+
+@njit(cache=True, inline="always")
+def index1_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux):
+    """:func:`index1_rhs` on the static sparse patterns (:mod:`mbdgen.runtime.sparse`):
+    ``kern`` is a generated ``dynamics_values`` kernel, ``ws`` a :class:`SparseWorkspace`.
+    """
+    q = x[:n]
+    qd = x[n:]
+    kern(t, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
+    status, phi_norm, phid_norm = solve_index1_sparse(n, m, qd, ctrl[0], ctrl[1] * ctrl[1], ws)
+    b = ws.b
     for i in range(n):
         f[i] = qd[i]
         f[n + i] = b[i]

@@ -1,0 +1,255 @@
+"""The sparse KKT factorization (mbdgen.runtime.sparse) against dense solves.
+
+Every solve is compared with a dense one to 1e-12 relative (max-norm of the solution):
+the factorization is exact up to rounding, and these systems are well conditioned
+(condition numbers below 1e4 here), so 1e-12 leaves three digits for rounding growth.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_python
+
+from mbdgen.compiler import import_generated
+from mbdgen.runtime import index1, sparse
+from mbdgen.runtime.status import OK, SINGULAR
+
+RTOL = 1e-12
+GENERATED = Path(__file__).resolve().parent.parent / "generated"
+
+
+def _dense_k(n, m, h_rows, h_cols, h_val, a_rows, a_cols, a_val, b_val, active):
+    K = np.zeros((n + m, n + m))
+    np.add.at(K, (h_rows, h_cols), h_val)
+    w = active[a_rows]
+    np.add.at(K, (n + a_rows, a_cols), w * a_val)
+    np.add.at(K, (a_cols, n + a_rows), w * b_val)
+    K[n + np.arange(m), n + np.arange(m)] += 1.0 - active
+    return K
+
+
+def _sparse_solve(plan, h_val, a_val, b_val, active, rhs):
+    val = np.zeros(plan.values_size)
+    wrow = np.zeros(max(plan.aug_rows.size, 1))
+    sparse.kkt_assemble(plan, h_val, a_val, b_val, active, val, wrow)
+    status = sparse.kkt_factor(plan, val)
+    x = rhs.copy()
+    if status == OK:
+        sparse.kkt_rhs(plan, b_val, active, wrow, x)
+        sparse.kkt_solve(plan, val, x, np.zeros(plan.size))
+    return status, x
+
+
+def _random_mechanism(rng, n_bodies: int, spatial: bool, loops: int):
+    """Patterns and values of a random tree of bodies (each joined to a random earlier
+    body or the ground) plus ``loops`` extra joints closing loops.
+
+    Planar bodies: M = diag(m, m, J), a revolute joint is 2 rows on both bodies' 3
+    coordinates (Haug 1989, Eq. 3.3.10: ±I on the positions, random moment arms on θ).
+    Spatial bodies in Euler parameters: M = diag(mI, 4GᵀJ'G) (singular on p), one
+    normalization row 2pᵀ per body, a spherical joint is 3 rows on both bodies' 7
+    (±I on r, random arms on p).  Values at a random state, not a consistent one:
+    the linear algebra does not care.
+    """
+    size = 7 if spatial else 3
+    n = size * n_bodies
+    h_r, h_c, h_v = [], [], []
+    a_r, a_c, a_v = [], [], []
+    m = 0
+
+    def add_block(rows, cols, vals):
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cols):
+                h_r.append(r)
+                h_c.append(c)
+                h_v.append(vals[i, j])
+
+    for k in range(n_bodies):
+        o = size * k
+        mass = rng.uniform(0.5, 2.0)
+        if spatial:
+            add_block(range(o, o + 3), range(o, o + 3), mass * np.eye(3))
+            p = rng.standard_normal(4)
+            p /= np.linalg.norm(p)
+            e0, e = p[0], p[1:]
+            ex = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
+            G = np.hstack([-e[:, None], -ex + e0 * np.eye(3)])
+            Jp = np.diag(rng.uniform(0.1, 1.0, 3))
+            add_block(range(o + 3, o + 7), range(o + 3, o + 7), 4 * G.T @ Jp @ G)
+            for j in range(4):
+                a_r.append(m)
+                a_c.append(o + 3 + j)
+                a_v.append(2 * p[j])
+            m += 1
+        else:
+            add_block(range(o, o + 3), range(o, o + 3), np.diag([mass, mass, mass / 12]))
+    pairs = [(k, int(rng.integers(-1, k))) for k in range(n_bodies)]
+    while len(pairs) < n_bodies + loops:  # loop-closing joints between new pairs
+        k, j = (int(x) for x in rng.choice(n_bodies, 2, replace=False))
+        if (k, j) not in pairs and (j, k) not in pairs:
+            pairs.append((k, j))
+    rows_per = 3 if spatial else 2
+    for k, j in pairs:
+        for r in range(rows_per):
+            for body, sign in ((k, 1.0), (j, -1.0)):
+                if body < 0:
+                    continue
+                for c in range(size):
+                    a_r.append(m)
+                    a_c.append(size * body + c)
+                    # the joint point's position r_i + A_i s'_i: ±1 on the translation
+                    # coordinate r, moment arms on the rotation coordinates
+                    a_v.append(sign * (c == r) if c < rows_per else rng.uniform(-0.5, 0.5))
+            m += 1
+    arr = np.asarray
+    return (n, m, arr(h_r), arr(h_c), arr(h_v), arr(a_r), arr(a_c), arr(a_v))
+
+
+@pytest.mark.parametrize("spatial", [False, True], ids=["planar", "spatial"])
+@pytest.mark.parametrize("loops", [0, 2], ids=["tree", "loops"])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_trees_and_loops_match_dense(spatial, loops, seed):
+    rng = np.random.default_rng(seed)
+    n, m, hr, hc, hv, ar, ac, av = _random_mechanism(rng, 12, spatial, loops)
+    plan = sparse.kkt_plan(n, m, hr, hc, ar, ac)
+    active = np.ones(m)
+    rhs = rng.standard_normal(n + m)
+    # symmetric (index-1, B = Aᵀ) and non-symmetric (B ≠ Aᵀ on the same pattern) cases
+    for bv in (av, av * rng.uniform(0.5, 2.0, av.size)):
+        K = _dense_k(n, m, hr, hc, hv, ar, ac, av, bv, active)
+        status, x = _sparse_solve(plan, hv, av, bv, active, rhs)
+        assert status == OK
+        ref = np.linalg.solve(K, rhs)
+        cond = np.linalg.cond(K)
+        assert cond < 1e4
+        assert np.max(np.abs(x - ref)) <= RTOL * np.max(np.abs(ref)), cond
+
+
+def test_removed_rows_and_a_redundant_row():
+    """A duplicated joint row makes K singular (named SINGULAR, as the dense LU does);
+    with the duplicate's weight 0 (λ_i = 0) the solve agrees with the dense one."""
+    rng = np.random.default_rng(5)
+    n, m, hr, hc, hv, ar, ac, av = _random_mechanism(rng, 6, False, 1)
+    last = ar == m - 1
+    ar2 = np.concatenate([ar, np.full(last.sum(), m)])
+    ac2 = np.concatenate([ac, ac[last]])
+    av2 = np.concatenate([av, av[last]])
+    plan = sparse.kkt_plan(n, m + 1, hr, hc, ar2, ac2)
+    rhs = rng.standard_normal(n + m + 1)
+    status, _ = _sparse_solve(plan, hv, av2, av2, np.ones(m + 1), rhs)
+    assert status == SINGULAR
+    active = np.ones(m + 1)
+    active[m] = 0.0
+    rhs[n + m] = 0.0
+    status, x = _sparse_solve(plan, hv, av2, av2, active, rhs)
+    assert status == OK
+    K = _dense_k(n, m + 1, hr, hc, hv, ar2, ac2, av2, av2, active)
+    ref = np.linalg.solve(K, rhs)
+    assert np.max(np.abs(x - ref)) <= RTOL * np.max(np.abs(ref))
+    assert x[n + m] == 0.0
+
+
+def test_plan_is_deterministic_and_linear_in_a_chain():
+    """Same patterns, same plan (array for array); on a planar chain the factor's
+    non-zeros and the update count grow linearly with the number of links."""
+
+    def pattern(nb):
+        n, m = 3 * nb, 2 * nb
+        hr = hc = np.arange(n)
+        ar, ac = [], []
+        for k in range(nb):
+            for r in range(2):
+                for body in (k - 1, k):
+                    if body >= 0:
+                        ar += [2 * k + r] * 3
+                        ac += [3 * body, 3 * body + 1, 3 * body + 2]
+        return n, m, hr, hc, np.asarray(ar), np.asarray(ac)
+
+    a = sparse.kkt_plan(*pattern(40))
+    b = sparse.kkt_plan(*pattern(40))
+    for name, x, y in zip(a._fields, a, b, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), name
+    small, large = sparse.kkt_plan(*pattern(100)), sparse.kkt_plan(*pattern(400))
+    assert large.nnz <= 4.1 * small.nnz
+    assert large.upd.size <= 4.1 * small.upd.size
+
+
+EXAMPLES = sorted(p.stem for p in GENERATED.glob("*.py"))
+
+
+def _index1_both(module, rng, active):
+    """Dense and sparse index-1 solutions at a random state near q0."""
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    q = module.Q0 + 0.01 * rng.standard_normal(n)
+    qd = 0.1 * rng.standard_normal(n)
+    p = module.P_DEFAULT.copy()
+    if p.size < module.N_PARAMETERS + module.N_STATES:
+        p = np.concatenate([p, module.X0])
+    mass, force, phi, phi_q, phi_t, gamma, A, b, act = index1.workspace(n, m, active)
+    module.dynamics(0.3, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    dense = index1.solve_index1(
+        n, m, qd, 1.0, 4.0, mass, force, phi, phi_q, phi_t, gamma, act, A, b
+    )
+    ws = index1.sparse_workspace(
+        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, active
+    )
+    module.dynamics_values(0.3, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
+    return dense, b, index1.solve_index1_sparse(n, m, qd, 1.0, 4.0, ws), ws.b
+
+
+@pytest.mark.parametrize("name", EXAMPLES + ["element_zoo"])
+def test_models_index1_sparse_equals_dense(name, request):
+    """The sparse index-1 solve (dynamics_values + KKT plan) equals the dense LU of
+    Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 at random states near q0, for every
+    example model (whichever solver its entry points use) and the element zoo.
+    Rows the model's own assembly removes as redundant (Bricard's J6[4]) get weight 0
+    on both paths: with them the dense LU itself is at the mercy of rounding."""
+    if name == "element_zoo":
+        module = request.getfixturevalue("element_zoo")
+    else:
+        module = import_generated(GENERATED / f"{name}.py")
+    m = module.N_CONSTRAINTS
+    active = np.array([0.0 if c == "J6[4]" else 1.0 for c in module.CONSTRAINT_NAMES])
+    assert m == active.size
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        (st, pn, pdn), b, (st2, pn2, pdn2), b2 = _index1_both(module, rng, active)
+        assert st == st2 == OK
+        assert (pn2, pdn2) == pytest.approx((pn, pdn), rel=1e-14)
+        assert np.max(np.abs(b2 - b)) <= RTOL * np.max(np.abs(b))
+
+
+def test_sparse_time_loop_allocates_nothing_per_step():
+    """DESIGN rule 1 on the sparse path: the planar chain's entry points use the sparse
+    index-1 right side, and Numba's allocation counter does not grow with the number
+    of steps: fixed-step ABM over 10 and 2000 steps (one chunk), variable-step ABM
+    with the same 6 outputs at two tolerances (29 and ~270 steps).  The allocations
+    there are come from wrapping the arguments once per call."""
+    code = """
+import json, mbdgen
+from numba.core.runtime import _nrt_python, rtsys
+_nrt_python.memsys_enable_stats()
+from mbdgen.compiler import import_generated
+m = import_generated("generated/planar_chain.py")
+assert m.LINEAR_ALGEBRA == "sparse"
+counts = []
+for method, keywords in (
+    ("abm", dict(h=1e-3, t_end=0.01)),
+    ("abm", dict(h=1e-3, t_end=0.01)),
+    ("abm", dict(h=1e-3, t_end=2.0)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-10, atol=1e-10)),
+):
+    before = rtsys.get_allocation_stats().alloc
+    r = mbdgen.simulate(m, method=method, **keywords)
+    counts.append([rtsys.get_allocation_stats().alloc - before, r.counters["steps"]])
+print(json.dumps(counts))
+"""
+    counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
+    assert counts[2][0] == counts[1][0] and counts[5][0] == counts[4][0], counts
+    assert counts[2][1] > 100 * counts[1][1] and counts[5][1] > 5 * counts[4][1], counts
