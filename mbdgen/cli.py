@@ -101,7 +101,17 @@ def main(debug: bool) -> None:
 @click.option("-o", "--out-dir", default="generated", show_default=True, help="Output folder.")
 @click.option("--force", is_flag=True, help="Regenerate even if the module is up to date.")
 @click.option("--check", is_flag=True, help="Only check that the module is up to date (exit 1).")
-def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
+@click.option(
+    "--precompile",
+    "precompile",
+    default=None,
+    metavar="METHODS",
+    help="Comma-separated methods whose JIT a detached background process does now "
+    "(fills Numba's cache; e.g. abm,hht).",
+)
+def compile_cmd(
+    model: str, out_dir: str, force: bool, check: bool, precompile: str | None = None
+) -> None:
     """Generate the kernel module of MODEL (a models/*.py file).
 
     An existing module that was edited by hand (its text does not match its stamp)
@@ -117,11 +127,21 @@ def compile_cmd(model: str, out_dir: str, force: bool, check: bool) -> None:
             raise MbdgenError(f"{target} is out of date: {reason}")
         click.echo(f"{target} is up to date")
         return
+    methods = None
+    if precompile:
+        from mbdgen.precompile import parse_methods
+
+        methods = parse_methods(precompile)
     if not force and stale_reason(model, target) is None:
         click.echo(f"{target} is up to date")
-        return
-    path, written = generate(model, out_dir)
-    click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    else:
+        path, written = generate(model, out_dir)
+        click.echo(f"compiled {model} -> {path}" + ("" if written else " (unchanged)"))
+    if methods:
+        from mbdgen.precompile import start
+
+        pid = start(model, out_dir, methods)
+        click.echo(f"precompiling {', '.join(methods)} in the background (process {pid})")
 
 
 def _compile(model: str, out_dir: str) -> object:
