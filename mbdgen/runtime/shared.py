@@ -5,11 +5,12 @@ kernels, so each (model, method, constraint handling) pays its own JIT (5-120 s
 cold, most of it Numba's IR inliner).  For models whose sizes are read at run time
 (n + m + nd above :data:`mbdgen.codegen.abi.UNROLL_LIMIT`) nothing in the
 integrator depends on the model but the kernel itself.  The routines here take the
-model's ``dynamics`` kernel as a first-class function (a ``numba.cfunc`` of the
-kernel ABI, :data:`DYNAMICS_SIGNATURE`): their argument types are the same for every
-model, so the one on-disk cache entry of each serves them all, and a new model only
-compiles its kernel.  The call through a function pointer cannot be inlined; for
-these sizes the step costs the same (planar 8-link chain, ABM: 0.97x the inlined
+model's ``dynamics`` kernel as a first-class function (:class:`KernelPointer`, the
+C wrapper of the kernel's own compiled code, typed :data:`DYNAMICS_SIGNATURE`):
+their argument types are the same for every model, so the one on-disk cache entry
+of each serves them all, and a new model compiles its kernel once, as before, and
+no integrator.  The call through a function pointer cannot be inlined; for these
+sizes the step costs the same (planar 8-link chain, ABM: 0.97-1.04x the inlined
 entry point, bit-identical results), while for the small unrolled models it would
 cost 2.2x, so those keep their own entry points.
 """
@@ -20,7 +21,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from numba import cfunc, njit, types
+from numba import njit, types
+from numba.experimental.function_type import WrapperAddressProtocol
 
 from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition
 
@@ -137,13 +139,30 @@ def enabled() -> bool:
     return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0"
 
 
+class KernelPointer(WrapperAddressProtocol):
+    """A compiled kernel as a first-class function: the C wrapper that Numba builds
+    for every compiled function, taken from the kernel's own dispatcher (compiled or
+    loaded from its cache for ``signature``), so the kernel is not compiled twice."""
+
+    def __init__(self, dispatcher: Any, signature: Any) -> None:
+        self._signature = signature
+        cres = dispatcher.get_compile_result(signature)
+        self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+        self._keep = cres  # the machine code lives as long as its library
+
+    def __wrapper_address__(self) -> int:
+        return self._address
+
+    def signature(self) -> Any:
+        return self._signature
+
+
 def dynamics_pointer(module: Any) -> Any:
-    """The module's ``dynamics`` kernel as a cached ``cfunc`` (compiled once per model,
-    kept for the process)."""
+    """The module's ``dynamics`` kernel as a first-class function (kept per process)."""
     key = (module.__name__, id(module.dynamics))
     kern = _KERNELS.get(key)
     if kern is None:
-        kern = _KERNELS[key] = cfunc(DYNAMICS_SIGNATURE, cache=True)(module.dynamics.py_func)
+        kern = _KERNELS[key] = KernelPointer(module.dynamics, DYNAMICS_SIGNATURE)
     return kern
 
 
