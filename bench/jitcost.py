@@ -56,8 +56,11 @@ class L(ev.Listener):
             stack.append([d.py_func.__module__ + "." + d.py_func.__qualname__, time.perf_counter(), 0.0])
         else:
             self._t = getattr(self, "_t", {})
-            key = id(e.data) if e.kind != "numba:llvm_lock" else "llvm"
-            self._t[key] = (time.perf_counter(), stack[-1][2] if stack else 0.0)
+            mark = (time.perf_counter(), stack[-1][2] if stack else 0.0)
+            if e.kind == "numba:llvm_lock":
+                self._t.setdefault("llvm", []).append(mark)
+            else:
+                self._t[id(e.data)] = mark
     def on_end(self, e):
         now = time.perf_counter()
         if e.kind == "numba:compile":
@@ -65,7 +68,7 @@ class L(ev.Listener):
             excl[name] += now - t - child
             if stack: stack[-1][2] += now - t
         elif e.kind == "numba:llvm_lock":
-            t, c = self._t.pop("llvm")
+            t, c = self._t["llvm"].pop()
             if stack: llvm[stack[-1][0]] += now - t - (stack[-1][2] - c)
         else:
             t, c = self._t.pop(id(e.data), (now, 0.0))
