@@ -125,6 +125,14 @@ def main(debug: bool) -> None:
     help="Derive every element type anew: neither read nor fill the element cache "
     "(also MBDGEN_NO_ELEMENT_CACHE=1).",
 )
+@click.option(
+    "--precompile",
+    "precompile",
+    default=None,
+    metavar="METHODS",
+    help="Comma-separated methods whose JIT a detached background process does now "
+    "(fills Numba's cache; e.g. abm,hht).",
+)
 def compile_cmd(
     model: str,
     out_dir: str,
@@ -133,6 +141,7 @@ def compile_cmd(
     verbose: bool,
     jit: str | None,
     no_cache: bool,
+    precompile: str | None = None,
 ) -> None:
     """Generate the kernel module of MODEL (a models/*.py file).
 
@@ -146,6 +155,11 @@ def compile_cmd(
     from mbdgen.timing import CompileReport
 
     methods = _jit_methods(jit)
+    background: list[str] = []
+    if precompile:
+        from mbdgen.precompile import parse_methods
+
+        background = parse_methods(precompile)
     target = generated_path(model, out_dir)
     if check:
         reason = stale_reason(model, target)
@@ -165,6 +179,11 @@ def compile_cmd(
         _jit_entry_points(target, methods, report)
     if verbose and report.stages:
         click.echo(report.table())
+    if background:
+        from mbdgen.precompile import start
+
+        pid = start(model, out_dir, background)
+        click.echo(f"precompiling {', '.join(background)} in the background (process {pid})")
 
 
 def _jit_methods(jit: str | None) -> list[str]:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mbdgen.analysis.assembly import RemovedRows
+from mbdgen.codegen.abi import UNROLL_LIMIT
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
 from mbdgen.runtime import (
@@ -49,6 +50,7 @@ from mbdgen.runtime import (
     index1,
     newmark_gcp,
     partition,
+    shared,
     sparse,
     welch,
 )
@@ -228,7 +230,15 @@ class Stepper:
     def _entry(self) -> Any:
         """The module's entry point of this method under the run's constraint handling."""
         suffix = CONSTRAINT_HANDLING[self.run.constraints] + "_chunk"
-        return getattr(self.run.module, self.run.spec.entry.replace("_chunk", suffix))
+        name = self.run.spec.entry.replace("_chunk", suffix)
+        run = self.run
+        if run.n + run.m + run.nd > UNROLL_LIMIT:
+            # sizes read at run time: the integrator compiled once for all models
+            # (mbdgen.runtime.shared) steps as fast and costs this model no JIT
+            entry = shared.entry(run.module, name)
+            if entry is not None:
+                return entry
+        return getattr(run.module, name)
 
 
 def _index1_plan(module: Any) -> sparse.KktPlan:

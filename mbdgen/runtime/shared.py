@@ -1,0 +1,234 @@
+"""Entry points compiled once per installation, for every model (issue 11, item 3).
+
+A generated module's own entry points inline the integrator with the model's
+kernels, so each (model, method, constraint handling) pays its own JIT (5-120 s
+cold, most of it Numba's IR inliner).  For models whose sizes are read at run time
+(n + m + nd above :data:`mbdgen.codegen.abi.UNROLL_LIMIT`) nothing in the
+integrator depends on the model but the kernel itself.  The routines here take the
+model's ``dynamics`` kernel as a first-class function (:class:`KernelPointer`, the
+C wrapper of the kernel's own compiled code, typed :data:`DYNAMICS_SIGNATURE`):
+their argument types are the same for every model, so the one on-disk cache entry
+of each serves them all, and a new model compiles its kernel once, as before, and
+no integrator.  The call through a function pointer cannot be inlined; for these
+sizes the step costs the same (planar 8-link chain, ABM: 0.97-1.04x the inlined
+entry point, bit-identical results), while for the small unrolled models it would
+cost 2.2x, so those keep their own entry points.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from numba import njit, types
+from numba.experimental.function_type import WrapperAddressProtocol
+
+from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition
+
+_V = types.float64[::1]
+_M = types.float64[:, ::1]
+#: ``dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)`` as the right
+#: sides call it (:func:`mbdgen.runtime.index1.index1_rhs`).
+DYNAMICS_SIGNATURE = types.void(types.float64, _V, _V, _V, _M, _V, _V, _M, _V, _V)
+
+_OPTS = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+@njit(**_OPTS)
+def abm_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+              rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.explicit.abm_chunk` on the index-1 right side."""
+    return explicit.abm_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                              ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+                              rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                              out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def abm_gcp_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+                  rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.explicit.abm_chunk` on the GCP right side."""
+    return explicit.abm_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                              ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+                              rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                              out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def abm_hybrid_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
+                     am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                     out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.explicit.abm_chunk` on the hybrid (DADS) right side."""
+    return explicit.abm_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                              ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+                              rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                              out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def vabm_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out,
+               max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the index-1 right side."""
+    return adaptive.vabm_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                               ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def vabm_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                   n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the GCP right side."""
+    return adaptive.vabm_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                               ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def vabm_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                      n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the hybrid right side."""
+    return adaptive.vabm_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+                               ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def rkf45_adaptive_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                         t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the index-1 right side."""
+    return adaptive_rk.rkf45_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+                                   p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                                   t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def rkf45_adaptive_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                             t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the GCP right side."""
+    return adaptive_rk.rkf45_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+                                   p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                                   t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def rkf45_adaptive_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef,
+                                work, t_out, n_out, max_steps, out_x, out_f,
+                                out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the hybrid right side."""
+    return adaptive_rk.rkf45_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+                                   p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                                   t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+#: ``dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)`` with M and
+#: Φ_q as values on their patterns (:func:`mbdgen.runtime.index1.index1_rhs_sparse`).
+DYNAMICS_VALUES_SIGNATURE = types.void(types.float64, _V, _V, _V, _V, _V, _V, _V, _V, _V)
+
+
+@njit(**_OPTS)
+def abm_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
+                     rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                     out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.explicit.abm_chunk` on the sparse index-1 right side."""
+    return explicit.abm_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+                              p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
+                              am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                              out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def vabm_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                      n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the sparse index-1 right side."""
+    return adaptive.vabm_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+                               p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                               t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def rkf45_adaptive_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef,
+                                work, t_out, n_out, max_steps, out_x, out_f,
+                                out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the sparse index-1 right side."""
+    return adaptive_rk.rkf45_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0],
+                                   ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
+                                   phi, coef, work, t_out, n_out, max_steps, out_x, out_f,
+                                   out_aux)  # fmt: skip
+
+
+#: Index-1 entry point name → shared routine on the sparse right side, for modules
+#: whose ``LINEAR_ALGEBRA`` is "sparse" (their own entry points bind the same).
+SHARED_SPARSE: dict[str, Any] = {
+    "abm_chunk": abm_sparse_chunk,
+    "vabm_chunk": vabm_sparse_chunk,
+    "rkf45_adaptive_chunk": rkf45_adaptive_sparse_chunk,
+}
+
+#: Entry point name → shared routine taking the ``dynamics`` kernel first.
+SHARED: dict[str, Any] = {
+    f.__name__: f
+    for f in (
+        abm_chunk, abm_gcp_chunk, abm_hybrid_chunk, vabm_chunk, vabm_gcp_chunk,
+        vabm_hybrid_chunk, rkf45_adaptive_chunk, rkf45_adaptive_gcp_chunk,
+        rkf45_adaptive_hybrid_chunk,
+    )
+}  # fmt: skip
+
+_KERNELS: dict[tuple[str, str, int], Any] = {}
+
+
+def enabled() -> bool:
+    """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare)."""
+    return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0"
+
+
+class KernelPointer(WrapperAddressProtocol):
+    """A compiled kernel as a first-class function: the C wrapper that Numba builds
+    for every compiled function, taken from the kernel's own dispatcher (compiled or
+    loaded from its cache for ``signature``), so the kernel is not compiled twice."""
+
+    def __init__(self, dispatcher: Any, signature: Any) -> None:
+        self._signature = signature
+        cres = dispatcher.get_compile_result(signature)
+        self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+        self._keep = cres  # the machine code lives as long as its library
+
+    def __wrapper_address__(self) -> int:
+        return self._address
+
+    def signature(self) -> Any:
+        return self._signature
+
+
+def dynamics_pointer(module: Any, name: str = "dynamics") -> Any:
+    """The module's ``dynamics`` (or ``dynamics_values``) kernel as a first-class
+    function (kept per process)."""
+    kernel = getattr(module, name)
+    key = (module.__name__, name, id(kernel))
+    kern = _KERNELS.get(key)
+    if kern is None:
+        signature = DYNAMICS_VALUES_SIGNATURE if name == "dynamics_values" else DYNAMICS_SIGNATURE
+        kern = _KERNELS[key] = KernelPointer(kernel, signature)
+    return kern
+
+
+def entry(module: Any, name: str) -> Callable[..., Any] | None:
+    """A callable with the signature of ``module.<name>`` that runs the shared routine,
+    or None when ``name`` has no shared form."""
+    if not enabled():
+        return None
+    if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse" and name in SHARED_SPARSE:
+        routine = SHARED_SPARSE[name]
+        kern = dynamics_pointer(module, "dynamics_values")
+    else:
+        routine = SHARED.get(name)
+        if routine is None:
+            return None
+        kern = dynamics_pointer(module)
+
+    def call(*args: Any) -> Any:
+        return routine(kern, *args)
+
+    call.__name__ = name
+    return call

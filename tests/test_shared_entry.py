@@ -1,0 +1,70 @@
+"""Entry points compiled once for all models (mbdgen.runtime.shared, issue 11 item 3).
+
+The shared routines run the same runtime code as a module's own entry point, with
+the kernel called through a function pointer instead of inlined.  No fast-math flag
+is set anywhere, so LLVM may not reorder or contract floating-point operations and
+both paths must give the same bits: the tests compare exactly.  Small models are
+forced through the shared path (``UNROLL_LIMIT`` patched to 0) so that the cheap,
+already-compiled example modules serve.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mbdgen
+from mbdgen import steppers
+from mbdgen.runtime import shared
+from tests.conftest import GENERATED, run_python
+
+RUN = {"h": 1e-3, "t_end": 0.05}
+
+
+@pytest.fixture
+def forced_shared(monkeypatch):
+    monkeypatch.setattr(steppers, "UNROLL_LIMIT", 0)
+    monkeypatch.delenv("MBDGEN_SHARED_ENTRY", raising=False)
+
+
+@pytest.mark.parametrize("method", ["abm", "vabm"])
+def test_shared_entry_gives_the_inlined_bits(slider_crank, forced_shared, method):
+    shared_run = mbdgen.simulate(slider_crank, method=method, **RUN)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MBDGEN_SHARED_ENTRY", "0")
+        inlined = mbdgen.simulate(slider_crank, method=method, **RUN)
+    assert shared_run.q.shape == inlined.q.shape
+    np.testing.assert_array_equal(shared_run.q, inlined.q)
+    np.testing.assert_array_equal(shared_run.qd, inlined.qd)
+    np.testing.assert_array_equal(shared_run.lam, inlined.lam)
+
+
+def test_one_compiled_routine_serves_every_model(slider_crank, pendulum, forced_shared):
+    for module in (slider_crank, pendulum):
+        mbdgen.simulate(module, method="abm", **RUN)
+    assert len(shared.abm_chunk.signatures) == 1
+
+
+def test_shared_entry_is_cached_across_processes(slider_crank, forced_shared):
+    mbdgen.simulate(slider_crank, method="abm", **RUN)
+    code = f"""
+import mbdgen
+from mbdgen import steppers
+from mbdgen.runtime import shared
+steppers.UNROLL_LIMIT = 0
+mod = mbdgen.compile({str(GENERATED.parent / "models" / "slider_crank.py")!r},
+                     {str(GENERATED)!r}, recompile=False)
+mbdgen.simulate(mod, method="abm", h=1e-3, t_end=0.05)
+print(sum(shared.abm_chunk.stats.cache_hits.values()),
+      sum(shared.abm_chunk.stats.cache_misses.values()))
+"""
+    hits, misses = run_python(code).split()[-2:]
+    assert (int(hits), int(misses)) == (1, 0)
+
+
+def test_opt_out_and_unshared_methods(slider_crank, monkeypatch):
+    monkeypatch.setenv("MBDGEN_SHARED_ENTRY", "0")
+    assert shared.entry(slider_crank, "abm_chunk") is None
+    monkeypatch.delenv("MBDGEN_SHARED_ENTRY")
+    assert shared.entry(slider_crank, "index3_chunk") is None
+    assert callable(shared.entry(slider_crank, "abm_chunk"))
