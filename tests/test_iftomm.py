@@ -432,8 +432,8 @@ def _flyball_top_height() -> float:
 def test_a05_flyball_governor_released_at_the_benchmark_start():
     """A05 from the benchmark's start (rods at 30°, turning at 2π rad/s, springs at rest
     length): the governor opens, the slider rising toward the top of its swing.  Over
-    0.6 s (of the benchmark's 100 s), ABM 4 at h = 1e-4 (2e-4 is past its stability
-    limit: the dampers put an eigenvalue near −7e3 1/s):
+    0.6 s, ABM 4 at h = 1e-4 (2e-4 is past its real stability limit |hλ| = 1.41: the
+    dampers' eigenvalue is of order −1e4 1/s):
     * the axial angular momentum H_z (no torque about the shaft) stays at its start;
     * energy balance: T + V + ∫ c ℓ̇² dt (damper work, trapezoidal rule) stays constant;
     * the slider's highest position matches the rigid-coupler estimate by hand
