@@ -8,9 +8,11 @@ benchmark's (A01: 2000 s, A02: 20 s, A04: 10 s) to keep the suite cheap: the
 energy balance and the mechanism's characteristic quantity (A01: the period of the
 large swing; A02: the parallelogram branch through the singular positions, against
 an independent one-degree-of-freedom integration; A04: one redundant row, one
-degree of freedom).  The runs use ABM 4 with Baumgarte α = β = 10 and
-``assemble=True``, the same entry point as ``test_examples.py``, so the committed
-modules are JIT-compiled once per suite for both files.
+degree of freedom; A05: the conserved axial angular momentum, the dissipated energy
+and the relative equilibrium of the governor, derived by hand).  The runs use ABM 4
+with Baumgarte α = β = 10 and ``assemble=True``, the same entry point as
+``test_examples.py``, so the committed modules are JIT-compiled once per suite for
+both files.
 """
 
 from __future__ import annotations
@@ -265,3 +267,207 @@ def test_a04_bricard_by_hht_leaves_the_redundant_row_out():
     assert hht["removed"] == 1 and hht["lam_removed"] == 0.0
     assert hht["phi"] < 1e-10 and hht["drift"] < 1e-7
     assert np.abs(np.array(hht["q"]) - ref.q[-1]).max() < 1e-7
+
+
+# -- A05: the stiff flyball governor ----------------------------------------------------------
+
+#: Data of IFToMM A05 as published (the test derives its reference from these, not from
+#: the model file): density, rod/shaft prism 1 × 0.01 × 0.01 m, slider cube 0.1 m, balls
+#: 5 kg, springs K, rest length 0.5 m, pivots ±0.05 m at the top of the 1 m shaft.
+_RHO, _W, _L, _M_BALL, _K, _L0, _XA, _H = 3000.0, 0.01, 1.0, 5.0, 8e5, 0.5, 0.05, 1.0
+_M_ROD = _RHO * _L * _W * _W
+_J_AX, _J_T = _M_ROD * _W * _W / 6, _M_ROD * (_L * _L + _W * _W) / 12  # rod / shaft prism
+_M_SL = _RHO * 0.1**3
+_J_SL = _M_SL * 2 * 0.1**2 / 12
+_FLYBALL = "iftomm_a05_flyball_governor"
+#: (first index, mass, principal J' or None for a point mass) of shaft, slider, rod AC,
+#: rod BD, ball C, ball D in the module's coordinate order (checked in the test).
+_FLYBALL_BODIES = (
+    (0, _M_ROD, (_J_T, _J_T, _J_AX)),
+    (7, _M_SL, (_J_SL, _J_SL, _J_SL)),
+    (14, _M_ROD, (_J_AX, _J_T, _J_T)),
+    (21, _M_ROD, (_J_AX, _J_T, _J_T)),
+    (28, _M_BALL, None),
+    (31, _M_BALL, None),
+)
+
+
+def _rotation(e: np.ndarray) -> np.ndarray:
+    """A(p) = (2e0² − 1) I + 2 (e eᵀ + e0 ẽ) (Haug 1989, Eq. 9.3.18)."""
+    e0, v = e[0], e[1:]
+    vt = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+    return (2 * e0 * e0 - 1) * np.eye(3) + 2 * (np.outer(v, v) + e0 * vt)
+
+
+def _axial_momentum(q: np.ndarray, qd: np.ndarray) -> float:
+    """H_z = Σ m (r × ṙ)_z + (A J' Aᵀ ω)_z with ω = 2 E ṗ (Haug 1989, Eq. 9.3.35)."""
+    h = 0.0
+    for k, m, J in _FLYBALL_BODIES:
+        r, rd = q[k : k + 3], qd[k : k + 3]
+        h += m * (r[0] * rd[1] - r[1] * rd[0])
+        if J is not None:
+            e, ed = q[k + 3 : k + 7], qd[k + 3 : k + 7]
+            v = e[1:]
+            vt = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+            E = np.column_stack([-v, vt + e[0] * np.eye(3)])
+            A = _rotation(e)
+            h += (A @ np.diag(J) @ A.T @ (2 * E @ ed))[2]
+    return float(h)
+
+
+def _flyball_relative_equilibrium() -> tuple[float, float, float]:
+    """The governor turning rigidly: rod angle β below the horizontal, slider height z
+    and rate ω at the axial angular momentum H of the benchmark's start (β = 30°,
+    z = 0.5 m, ω = 2π rad/s).  Routh's reduction of the cyclic shaft angle: the
+    relative equilibria are the stationary points of the amended potential
+    V_H(β, z) = V(β, z) + H² / (2 I_zz(β)), with V gravity and the two springs
+    (ℓ from the rod midpoint to the slider's side point) and I_zz the governor's
+    axial inertia (rod: J_ax sin²β + J_t cos²β + m x_c², ball m x_b², shaft and
+    slider their own).  Solved by Newton's method on ∇V_H (SymPy derivatives)."""
+    beta, z = sp.symbols("beta z")
+    xr, zr = _XA + _L / 2 * sp.cos(beta), _H - _L / 2 * sp.sin(beta)
+    xb, zb = _XA + _L * sp.cos(beta), _H - _L * sp.sin(beta)
+    ell = sp.sqrt((xr - _XA) ** 2 + (zr - z) ** 2)
+    V = G * (2 * _M_ROD * zr + 2 * _M_BALL * zb + _M_SL * z) + _K * (ell - _L0) ** 2
+    rod = _J_AX * sp.sin(beta) ** 2 + _J_T * sp.cos(beta) ** 2 + _M_ROD * xr**2
+    inertia = _J_AX + _J_SL + 2 * (rod + _M_BALL * xb**2)
+    b0 = math.radians(30.0)
+    H = float(inertia.subs(beta, b0)) * 2 * math.pi
+    grad = [sp.diff(V + H**2 / (2 * inertia), v) for v in (beta, z)]
+    f = sp.lambdify([(beta, z)], grad)
+    jac = sp.lambdify([(beta, z)], [[sp.diff(g, v) for v in (beta, z)] for g in grad])
+    x = np.array([b0, 0.5])
+    for _ in range(30):
+        dx = np.linalg.solve(np.array(jac(x), dtype=float), -np.array(f(x), dtype=float))
+        x = x + dx
+        if np.abs(dx).max() < 1e-14:
+            break
+    assert np.abs(f(x)).max() < 1e-8
+    return float(x[0]), float(x[1]), H / float(inertia.subs(beta, x[0]))
+
+
+def _flyball_state(beta: float, z: float, w: float) -> tuple[list[float], list[float]]:
+    """q, q̇ of the governor turning rigidly at ω = (0, 0, w) with rods at β below the
+    horizontal and the slider at height z (ṙ = ω × r, ṗ from ω)."""
+    c, s = math.cos(beta), math.sin(beta)
+    q: list[float] = []
+    qd: list[float] = []
+
+    def rigid(r, R=None):
+        q.extend(r)
+        qd.extend((-w * r[1], w * r[0], 0.0))
+        if R is not None:
+            p = spatial.euler_parameters(R)
+            q.extend(p)
+            qd.extend(spatial.euler_parameter_rates(p, (0.0, 0.0, w), "global"))
+
+    eye = np.eye(3)
+    rigid((0.0, 0.0, _H / 2), eye)  # shaft
+    rigid((0.0, 0.0, z), eye)  # slider
+    for side in (1, -1):  # rods AC, BD: body x = (cos b, 0, −sin b), b = ±β
+        b = side * beta
+        R = [[math.cos(b), 0, math.sin(b)], [0, 1, 0], [-math.sin(b), 0, math.cos(b)]]
+        rigid((side * (_XA + _L / 2 * c), 0.0, _H - _L / 2 * s), R)
+    for side in (1, -1):  # balls C, D
+        rigid((side * (_XA + _L * c), 0.0, _H - _L * s))
+    return q, qd
+
+
+def _flyball_run(t_end: float, h: float, **kw):
+    module = import_generated(GENERATED / f"{_FLYBALL}.py")
+    names = module.COORDINATE_NAMES
+    for (k, _, _), body in zip(_FLYBALL_BODIES, module.BODY_NAMES, strict=True):
+        assert names[k] == f"{body}_x"
+    r = mbdgen.simulate(module, "abm", 4, h, t_end, alpha=10.0, beta=10.0, assemble=True, **kw)
+    assert r.ok
+    return module, r
+
+
+def _shaft_rate(q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """ω_z of the shaft, 2 (e0 ė3 − e3 ė0 + e1 ė2 − e2 ė1) (ω = 2 E ṗ)."""
+    return 2 * (q[:, 3] * qd[:, 6] - q[:, 6] * qd[:, 3] + q[:, 4] * qd[:, 5] - q[:, 5] * qd[:, 4])
+
+
+def _damper_work(r) -> np.ndarray:
+    """∫ c ℓ̇² dt of the two dampers (trapezoidal rule on the output grid): ℓ̇ = dᵀḋ/ℓ
+    from the slider's side point E/F (±0.05, 0, 0)' to the rod's centroid."""
+    c = 4e4
+    power = np.zeros(len(r.t))
+    for i, (q, qd) in enumerate(zip(r.q, r.qd, strict=True)):
+        e, ed = q[10:14], qd[10:14]
+        v = e[1:]
+        vt = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+        w = 2 * np.column_stack([-v, vt + e[0] * np.eye(3)]) @ ed  # slider's ω
+        A = _rotation(e)
+        for side, k in ((1, 14), (-1, 21)):
+            s = A @ np.array([side * 0.05, 0.0, 0.0])
+            d = q[k : k + 3] - q[7:10] - s
+            dd = qd[k : k + 3] - qd[7:10] - np.cross(w, s)
+            power[i] += c * (d @ dd / np.linalg.norm(d)) ** 2
+    return np.concatenate([[0.0], np.cumsum((power[1:] + power[:-1]) / 2 * np.diff(r.t))])
+
+
+def _flyball_top_height() -> float:
+    """Highest slider position of the governor released at the benchmark's start, by
+    hand: with rigid couplers (ℓ = 0.5 m = half a rod) the triangle pivot–rod
+    midpoint–slider point is isosceles, so z = 1 − sin β, and the motion relative to
+    the shaft conserves the amended potential V_H(β) (Routh; dissipation neglected).
+    It turns where V_H(β) = V_H(30°), below 30° (the rods rise)."""
+    from scipy.optimize import brentq
+
+    beta = sp.Symbol("beta")
+    z = _H - _L * sp.sin(beta)
+    xr, xb = _XA + _L / 2 * sp.cos(beta), _XA + _L * sp.cos(beta)
+    zr = _H - _L / 2 * sp.sin(beta)
+    V = G * (2 * _M_ROD * zr + 2 * _M_BALL * z + _M_SL * z)
+    rod = _J_AX * sp.sin(beta) ** 2 + _J_T * sp.cos(beta) ** 2 + _M_ROD * xr**2
+    inertia = _J_AX + _J_SL + 2 * (rod + _M_BALL * xb**2)
+    b0 = math.radians(30.0)
+    H = float(inertia.subs(beta, b0)) * 2 * math.pi
+    vh = sp.lambdify(beta, V + H**2 / (2 * inertia))
+    top = brentq(lambda b: vh(b) - vh(b0), 1e-3, b0 - 1e-3, xtol=1e-14)
+    return _H - _L * math.sin(top)
+
+
+def test_a05_flyball_governor_released_at_the_benchmark_start():
+    """A05 from the benchmark's start (rods at 30°, turning at 2π rad/s, springs at rest
+    length): the governor opens, the slider rising toward the top of its swing.  Over
+    0.6 s, ABM 4 at h = 1e-4 (2e-4 is past its real stability limit |hλ| = 1.41: the
+    dampers' eigenvalue is of order −1e4 1/s):
+    * the axial angular momentum H_z (no torque about the shaft) stays at its start;
+    * energy balance: T + V + ∫ c ℓ̇² dt (damper work, trapezoidal rule) stays constant;
+    * the slider's highest position matches the rigid-coupler estimate by hand
+      (:func:`_flyball_top_height`; the springs stretch ~1e-4 m under the load).
+    Measured: H_z drift 4.1e-11 (relative), energy lost 2.43e-3 J with the balance
+    closing to 4.0e-7 J (of 239 J), top 0.74357 m against 0.74372 m by hand (−1.5e-4
+    m), ‖Φ‖ 1.2e-11.  Bounds: 1e-9 relative; 1e-5 J (the quadrature of ℓ̇² on the
+    1e-4 s grid); 4e-4 m (the springs' stretch K⁻¹·~100 N ≈ 1.3e-4 m, amplified by the
+    linkage's geometry); ‖Φ‖ 1e-9."""
+    _, r = _flyball_run(0.6, 1e-4)
+    H = np.array([_axial_momentum(q, qd) for q, qd in zip(r.q, r.qd, strict=True)])
+    assert np.abs(H - H[0]).max() < 1e-9 * abs(H[0])
+    e = r.energy.sum(axis=1)
+    assert np.all(np.diff(e) < 1e-9) and e[0] - e[-1] > 1e-3  # the dampers dissipate
+    assert np.abs(e + _damper_work(r) - e[0]).max() < 1e-5
+    k = int(np.argmax(r.q[:, 9]))
+    assert 0.0 < k < len(r.t) - 1  # a turning point inside the run
+    assert abs(r.q[k, 9] - _flyball_top_height()) < 4e-4
+    assert r.phi_norm.max() < 1e-9
+
+
+def test_a05_flyball_governor_relative_equilibrium():
+    """A05 started at its relative equilibrium (:func:`_flyball_relative_equilibrium`:
+    β = 22.9°, slider at 0.611 m, 5.59 rad/s at the benchmark's H_z) turns rigidly:
+    the slider height, the balls' radius and the shaft's rate stay at the values
+    derived by hand.  ABM 4, h = 1e-4, 0.3 s (~2.5 rad of the shaft).  Measured:
+    height 9.4e-14 m, radius 9.9e-15 m, rate 1.1e-13 rad/s, ‖Φ‖ 1.1e-14; bounds 1e-9
+    (the equilibrium is solved to ‖∇V_H‖ < 1e-8 N; any missing or misplaced force of
+    the model would move the slider by ~F t²/2m ≫ 1e-9 m in 0.3 s)."""
+    beta, z, w = _flyball_relative_equilibrium()
+    q0, qd0 = _flyball_state(beta, z, w)
+    _, r = _flyball_run(0.3, 1e-4, q0=q0, qd0=qd0)
+    radius = np.hypot(r.q[:, 28], r.q[:, 29])
+    assert np.abs(r.q[:, 9] - z).max() < 1e-9
+    assert np.abs(radius - (_XA + _L * math.cos(beta))).max() < 1e-9
+    assert np.abs(_shaft_rate(r.q, r.qd) - w).max() < 1e-9
+    assert r.phi_norm.max() < 1e-9
