@@ -77,6 +77,7 @@ import numpy as np
 from numba import njit
 
 from mbdgen import _numba_cache  # noqa: F401  (sets Numba's cache folder before the @njit below)
+from mbdgen.bench import _best
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANAR_CHAIN_MODEL = ROOT / "models" / "planar_chain.py"
@@ -394,15 +395,6 @@ def planar_angles(result: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # Time to the target error.
 # --------------------------------------------------------------------------------------
-
-
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def largest_step(
