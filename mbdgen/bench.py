@@ -523,13 +523,22 @@ def warm_cli(
         args += ["--alpha", repr(ALPHA), "--beta", repr(BETA)]
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    # An installed package has its bytecode compiled; without it every run recompiles
+    # mbdgen's ~40 modules from source (about 0.08 s quiet), which no user pays.
+    bytecode = "PYTHONDONTWRITEBYTECODE" not in env
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    floor_script = out_dir / "numba_floor.py"
+    floor_script.write_text(_NUMBA_FLOOR)
+    floor_cmd = [sys.executable, str(floor_script)]
     probe = "import sys, runpy; sys.argv = ['mbdgen'] + sys.argv[1:]\n"
     probe += "import atexit, json\n"
     probe += "atexit.register(lambda: print('MODULES ' + json.dumps(sorted(m for m in "
     probe += f"{list(HEAVY_PACKAGES)!r} if m in sys.modules))))\n"
     probe += "runpy.run_module('mbdgen.cli', run_name='__main__')\n"
     times = []
+    floor = []
     modules: list[str] = []
+    subprocess.run(floor_cmd, cwd=out_dir, env=env, capture_output=True, check=True)
     for i in range(repeats + 1):
         cmd = args if i else [sys.executable, "-c", probe, *args[3:]]
         t0 = time.perf_counter()
@@ -539,6 +548,9 @@ def warm_cli(
             raise RuntimeError(f"benchmark CLI run failed:\n{proc.stderr[-3000:]}")
         if i:
             times.append(elapsed)
+            t0 = time.perf_counter()
+            subprocess.run(floor_cmd, cwd=out_dir, env=env, capture_output=True, check=True)
+            floor.append(time.perf_counter() - t0)
         else:
             line = [x for x in proc.stdout.splitlines() if x.startswith("MODULES ")][-1]
             modules = json.loads(line[len("MODULES ") :])
@@ -546,9 +558,28 @@ def warm_cli(
         "warm_cli_s": min(times),
         "warm_cli_repeats": len(times),
         "warm_cli_heavy_imports": modules,
+        "warm_cli_numba_floor_s": min(floor),
+        "warm_cli_over_floor_s": min(times) - min(floor),
+        "warm_cli_bytecode_in_env": bytecode,
         "goal_warm_cli_s": GOAL_WARM_CLI_S,
         "pass_warm_cli": bool(min(times) < GOAL_WARM_CLI_S),
     }
+
+
+#: The floor under any warm Numba program: interpreter, NumPy and Numba imports, the
+#: target's initialisation and one function loaded from the disk cache and called.
+_NUMBA_FLOOR = """\
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def total(x):
+    return x.sum()
+
+
+total(np.ones(3))
+"""
 
 
 def cold_warm(warm_repeats: int = 2, method: str = "abm") -> dict[str, Any]:
@@ -754,6 +785,8 @@ def report(results: dict[str, Any]) -> str:
         f"{r['warm_import_compile_s']:.2f} s, first step {r['warm_first_step_s']:.2f} s)",
         f"warm CLI (`mbdgen simulate`, one step, process wall time): {r['warm_cli_s']:.2f} s; "
         f"heavy imports: {', '.join(r['warm_cli_heavy_imports']) or 'none'}",
+        f"  Numba's floor (import + one cached function, same run): "
+        f"{r['warm_cli_numba_floor_s']:.2f} s; mbdgen above it: {r['warm_cli_over_floor_s']:.2f} s",
         f"warm cache: {r['warm_cache_hits']} hit(s), {r['warm_cache_misses']} miss(es), "
         f"{r['warm_numba_compilations']} Numba compilation(s); sympy imported: "
         f"{r['warm_imports_sympy']}",

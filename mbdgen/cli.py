@@ -403,8 +403,7 @@ def simulate(
     import warnings
 
     from mbdgen.methods import get_method
-    from mbdgen.plot import PLOT_SUFFIXES
-    from mbdgen.results import check_destination
+    from mbdgen.results import PLOT_SUFFIXES, check_destination
     from mbdgen.simulation import ConstraintWarning
     from mbdgen.simulation import simulate as run
 

@@ -29,10 +29,8 @@ from typing import Any
 import numpy as np
 
 from mbdgen.errors import MbdgenError
-from mbdgen.results import STEP_HISTORY_COLUMNS, Result, check_destination
+from mbdgen.results import PLOT_SUFFIXES, STEP_HISTORY_COLUMNS, Result, check_destination
 
-#: File types :func:`plot_result` writes (matplotlib's vector and raster formats).
-PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 #: The quantities ``what`` may name, in the order they are drawn.
 QUANTITIES = ("q", "qd", "energy", "phi", "lam", "reactions", "steps")
 #: Panels one quantity may take before the rest are left out (and the title says so).

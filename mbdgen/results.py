@@ -33,6 +33,10 @@ RESULT_SUFFIXES = (".npz", ".h5", ".hdf5", ".csv")
 LOADABLE_SUFFIXES = (".npz", ".h5", ".hdf5")
 #: Arrays every saved ``.npz`` result holds (besides the optional energy, reactions).
 _REQUIRED = ("t", "q", "qd", "qdd", "lam", "phi_norm", "phid_norm", "meta")
+#: Picture formats :func:`mbdgen.plot.plot_result` writes (matplotlib's vector and raster
+#: formats); defined here so that ``mbdgen simulate --plot`` checks its destination
+#: without importing the plotting module.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 #: Columns of ``Result.step_history``: per chunk of the integration loop, the time
 #: reached, accepted steps so far, the mean step over the chunk, the method's order at
 #: its end (0: not a variable-order method), Newton iterations and rejected steps so far.

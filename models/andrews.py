@@ -2,7 +2,7 @@
 
 Source: Hairer & Wanner, *Solving Ordinary Differential Equations II* (1991), §VII.7,
 after Schiehlen (ed.), *Multibody Systems Handbook* (1990); problem "andrews" of the
-Bari IVP test set (Mazzia & Magherini).  Data: ``/work/shared/problems/andrews.md``.
+Bari IVP test set (Mazzia & Magherini), whose problem description gives the data.
 Haug, Negrut & Iancu 1997 §4.3 integrate the same mechanism in this form — 21
 Cartesian coordinates, 20 constraints, one degree of freedom.
 

@@ -180,6 +180,7 @@ def test_run_quick():
         "warm_total_s",
         "warm_first_step_s",
         "warm_cli_s",
+        "warm_cli_numba_floor_s",
     ):
         assert isinstance(results[key], float), key
         assert results[key] > 0.0, key
@@ -204,7 +205,7 @@ def test_run_quick():
     assert results["warm_cli_heavy_imports"] == []
     text = bench.report(results)
     assert "hand-written" in text and "lambdify" in text and "warm start" in text
-    assert "warm CLI" in text
+    assert "warm CLI" in text and "Numba's floor" in text
     hht = results["hht"]
     assert hht["max_abs_q_difference"] < 1e-7
     assert hht["mbdgen_us_per_step"] > 0 and hht["handwritten_us_per_step"] > 0

@@ -11,10 +11,29 @@ module's kernels: :mod:`~mbdgen.analysis.assembly` (consistent initial condition
 settling).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from mbdgen.analysis.assembly import Assembly, assemble, redundant_rows
 from mbdgen.analysis.equilibrium import Equilibrium, equilibrium
-from mbdgen.analysis.inverse import InverseDynamics, constraint_labels, inverse_dynamics
 from mbdgen.analysis.kinematics import SingularConfigurationError, kinematics
+
+if TYPE_CHECKING:
+    from mbdgen.analysis.inverse import InverseDynamics, constraint_labels, inverse_dynamics
+
+#: Inverse dynamics is imported on first use (PEP 562): the everyday ``mbdgen
+#: simulate`` needs only the assembly.  (The other submodules share names with their
+#: functions, ``equilibrium`` and ``kinematics``, so they stay eager: a lazily
+#: imported submodule would shadow its function on the package.)
+_INVERSE = ("InverseDynamics", "constraint_labels", "inverse_dynamics")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INVERSE:
+        from mbdgen.analysis import inverse
+
+        return getattr(inverse, name)
+    raise AttributeError(f"module 'mbdgen.analysis' has no attribute {name!r}")
+
 
 __all__ = [
     "Assembly",
