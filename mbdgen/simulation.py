@@ -169,18 +169,22 @@ def _initial_partition(
 
 def _sparse_gcp_workspace(
     module: ModuleType, t0: float, x: np.ndarray, p: np.ndarray
-) -> partition.GcpSparseWorkspace:
-    """GCP's sparse workspace at t0: the partition and Φ_u's static elimination order
-    from full pivoting, the module's index-1 KKT plan."""
+) -> tuple[partition.GcpSparseWorkspace, float]:
+    """GCP's sparse workspace at t0 (the partition and Φ_u's static elimination order
+    from full pivoting, the module's index-1 KKT plan) and the partition's quality."""
     from mbdgen.steppers import _index1_plan
 
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     phi_q = np.zeros((m, n))
     module.phi_q(t0, x[:n], p, phi_q)
-    dep, ind, _, row_of, col_of = partition.pivot_order(phi_q)
-    return partition.gcp_sparse_workspace(
+    try:
+        dep, ind, quality, row_of, col_of = partition.pivot_order(phi_q)
+    except ValueError as exc:
+        raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
+    ws = partition.gcp_sparse_workspace(
         module, _index1_plan(module), dep, ind, row_of, col_of, x[:n], x[n:]
     )
+    return ws, quality
 
 
 def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | None) -> int:
@@ -590,10 +594,11 @@ def simulate(
         x, projected = _consistent_start(module, t0, x, p, params, newton_tol)
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
-        dep, ind, quality = _initial_partition(module, t0, x[:n], p)
         if constraints == "gcp" and shared.sparse_gcp(module):
-            gcp_ws = _sparse_gcp_workspace(module, t0, x, p)
+            gcp_ws, quality = _sparse_gcp_workspace(module, t0, x, p)
+            ind = gcp_ws.ind
         else:
+            dep, ind, quality = _initial_partition(module, t0, x[:n], p)
             gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
         if constraints == "gcp":
             x = np.concatenate([x[:n][ind], x[n:][ind]])
