@@ -161,3 +161,27 @@ print(json.dumps(counts))
 """
     counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
     assert counts[2][0] == counts[1][0] and counts[2][1] > 50 * counts[1][1], counts
+
+
+def test_a_singular_sparse_gcp_workspace_is_explained_by_name(monkeypatch):
+    """The failure message reads M and Φ_q from a sparse workspace (values on the
+    module's patterns) as it reads the dense arrays (before, the 1-D values reached the
+    rank test and raised): a Φ_q whose last joint's rows are zero is reported as a
+    rank loss naming that joint's rows."""
+    from mbdgen.diagnose import explain_failure
+    from mbdgen.runtime.status import SINGULAR
+    from mbdgen.steppers import _index1_plan
+
+    module, (rs, _) = _gcp_both(monkeypatch, "planar_chain", 1e-3, 0.002)
+    ws = partition.gcp_sparse_workspace(
+        module, _index1_plan(module), np.arange(16), np.arange(16, 24),
+        np.arange(16), np.arange(16), rs.q[-1], rs.qd[-1],
+    )  # fmt: skip
+    p = parameter_vector(module, None)
+    module.dynamics_values(0.0, ws.q, ws.qd, p, ws.mass, ws.force, ws.phi, ws.phi_q,
+                           ws.phi_t, ws.gamma)  # fmt: skip
+    last = module.CONSTRAINT_NAMES[-1].split("[", 1)[0]
+    rows = np.array([module.CONSTRAINT_NAMES[i].startswith(last) for i in module.PHI_Q_ROWS])
+    ws.phi_q[rows] = 0.0
+    message = explain_failure(module, SINGULAR, ws, rs, family="fixed")
+    assert f"rank Φ_q fell to 14 of 16 rows, row(s) {last}[0], {last}[1]" in message, message
