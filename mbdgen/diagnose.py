@@ -155,6 +155,22 @@ def _inertia_message(
     )
 
 
+def _dense_blocks(module: ModuleType, ws: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+    """``ws`` with M and Φ_q as dense arrays where a sparse workspace holds their values
+    on the module's MASS and PHI_Q patterns (the sparse index-1 and GCP right sides)."""
+    mass, phi_q = ws[0], ws[3]
+    rows = getattr(module, "PHI_Q_ROWS", None)
+    if rows is None or np.ndim(mass) != 1 or np.ndim(phi_q) != 1:
+        return ws
+    if mass.size != len(module.MASS_ROWS) or phi_q.size != len(rows):
+        return ws
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    dense_mass, dense_phi_q = np.zeros((n, n)), np.zeros((m, n))
+    np.add.at(dense_mass, (module.MASS_ROWS, module.MASS_COLS), mass)
+    np.add.at(dense_phi_q, (rows, module.PHI_Q_COLS), phi_q)
+    return (dense_mass, ws[1], ws[2], dense_phi_q, ws[4], ws[5])
+
+
 def explain_failure(
     module: ModuleType,
     status: int,
@@ -173,6 +189,7 @@ def explain_failure(
     the redundant rows the run left out at t0 (not reported again), ``messages`` the
     family's own words for status codes.
     """
+    ws = _dense_blocks(module, ws)
     nonfinite = _first_nonfinite(module, ws)
     first, last = _growth(result)
     blew_up = not np.isfinite(last) or last > BLOWUP_GROWTH * max(first, 1.0)

@@ -27,7 +27,7 @@ from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
-from mbdgen.runtime import partition
+from mbdgen.runtime import partition, shared
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
 from mbdgen.steppers import CHUNK_STEPS, CONSTRAINT_HANDLING, FAMILIES, Run, Stepper
 
@@ -167,6 +167,26 @@ def _initial_partition(
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
 
 
+def _sparse_gcp_workspace(
+    module: ModuleType, t0: float, x: np.ndarray, p: np.ndarray
+) -> tuple[partition.GcpSparseWorkspace, float]:
+    """GCP's sparse workspace at t0 (the partition and Φ_u's static elimination order
+    from full pivoting, the module's index-1 KKT plan) and the partition's quality."""
+    from mbdgen.steppers import _index1_plan
+
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    phi_q = np.zeros((m, n))
+    module.phi_q(t0, x[:n], p, phi_q)
+    try:
+        dep, ind, quality, row_of, col_of = partition.pivot_order(phi_q)
+    except ValueError as exc:
+        raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
+    ws = partition.gcp_sparse_workspace(
+        module, _index1_plan(module), dep, ind, row_of, col_of, x[:n], x[n:]
+    )
+    return ws, quality
+
+
 def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | None) -> int:
     """Choose new independent coordinates at the last accepted step (Haug §7.3.2,
     step 7) and restart the multistep method there.
@@ -182,7 +202,7 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
     """
     run, ws = stepper.run, stepper.ws
     n, m, x, ctrl = run.n, run.m, run.x, run.ctrl
-    q, qd = ws[8], ws[9]
+    q, qd = ws[8], ws[9]  # also the fields q, qd of partition.GcpSparseWorkspace
     if last_row is not None and not (np.isfinite(q).all() and np.isfinite(qd).all()):
         o = m + 2
         q[:] = last_row[o : o + n]
@@ -193,7 +213,13 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
         return status
     dep, ind = ws[10], ws[11]
     try:
-        new_dep, new_ind, quality = partition.choose_partition(ws[3])
+        if isinstance(ws, partition.GcpSparseWorkspace):  # a new static order for Φ_u's LU
+            module = run.module
+            pattern = (module.PHI_Q_ROWS, module.PHI_Q_COLS)
+            ws, new_dep, new_ind, quality = partition.repartitioned(ws, pattern)
+            stepper.ws = run.gcp_ws = ws
+        else:
+            new_dep, new_ind, quality = partition.choose_partition(ws[3])
     except ValueError:
         return SINGULAR
     dep[:] = new_dep
@@ -568,8 +594,12 @@ def simulate(
         x, projected = _consistent_start(module, t0, x, p, params, newton_tol)
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
-        dep, ind, quality = _initial_partition(module, t0, x[:n], p)
-        gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
+        if constraints == "gcp" and shared.sparse_gcp(module):
+            gcp_ws, quality = _sparse_gcp_workspace(module, t0, x, p)
+            ind = gcp_ws.ind
+        else:
+            dep, ind, quality = _initial_partition(module, t0, x[:n], p)
+            gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
         if constraints == "gcp":
             x = np.concatenate([x[:n][ind], x[n:][ind]])
     run = Run(

@@ -121,6 +121,54 @@ def redundant_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> tuple[int, list[
     return len(basis), redundant
 
 
+#: Margin of the sparse independence proof over the dense test's |R_ii| threshold: a
+#: row whose multiplier pivot is within this factor of ``RANK_TOL`` goes to the dense
+#: test (the two tests eliminate the rows in different orders).
+SPARSE_RANK_MARGIN = 100.0
+
+
+def sparse_rows_independent(module: ModuleType, t0: float, q: np.ndarray, p: np.ndarray,
+                            tol: float = RANK_TOL) -> bool:  # fmt: skip
+    """True when the sparse LU of K = [[I, Φ_qᵀ], [Φ_q, 0]] proves every row of
+    Φ_q(q, t0) independent; False means "not proven" (the dense test decides).
+
+    Φ_q comes from the module's ``dynamics_values`` kernel (compiled for the sparse run
+    anyway) and the factorization uses the module's index-1 plan (:mod:`mbdgen.runtime.sparse`)
+    with H = I on M's pattern.  In the plan's order a multiplier λ_k is eliminated
+    after every coordinate its row touches, so its pivot is −‖(I − P)a_k‖², the
+    squared part of row k orthogonal to the rows eliminated before it: Gram–Schmidt's
+    |R_kk|² of :func:`redundant_rows` in another row order (the body-local rows the
+    plan adds to H change it by a bounded factor).  Every |pivot| above
+    (``SPARSE_RANK_MARGIN``·tol·‖Φ_q‖_F)² proves the rows independent in O(n + m),
+    with no dense array; a smaller pivot (a redundant row, or one close to it) leaves
+    the decision, and the naming of the rows, to the dense QR as before.
+    """
+    from mbdgen.runtime import sparse
+    from mbdgen.runtime.status import OK
+    from mbdgen.steppers import _index1_plan
+
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse" or m == 0:
+        return False
+    plan = _index1_plan(module)
+    # dynamics_values, not phi_q_values: the sparse run compiles it anyway (one JIT less)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    a_val = np.zeros(len(module.PHI_Q_ROWS))
+    module.dynamics_values(
+        float(t0), q, np.zeros(n), np.ascontiguousarray(p, dtype=np.float64),
+        np.zeros(len(module.MASS_ROWS)), np.zeros(n), np.zeros(m), a_val, np.zeros(m), np.zeros(m),
+    )  # fmt: skip
+    h_val = (np.asarray(module.MASS_ROWS) == np.asarray(module.MASS_COLS)).astype(np.float64)
+    val = np.zeros(plan.values_size)
+    wrow = np.zeros(max(plan.aug_rows.shape[0], 1))
+    sparse.kkt_assemble(plan, h_val, a_val, a_val, np.ones(m), val, wrow)
+    if sparse.kkt_factor(plan, val) != OK:
+        return False
+    pivots = np.abs(val[: n + m][plan.perm[: n + m] >= n])
+    bound = SPARSE_RANK_MARGIN * tol * float(np.sqrt(a_val @ a_val))
+    return bool(np.isfinite(pivots).all() and pivots.min() > bound * bound)
+
+
 def dependent_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> list[int]:
     """Rows that take part in a linear dependency: non-zero in the null space of Φ_qᵀ."""
     if phi_q.size == 0:
@@ -292,6 +340,8 @@ def removable_rows(
     if m == 0:
         return RemovedRows(active)
     q = np.asarray(q, dtype=np.float64)
+    if sparse_rows_independent(module, t0, q, p):
+        return RemovedRows(active, rank=m)
     phi_q = _kernel(module, "phi_q", t0, q, p)
     rank, redundant = redundant_rows(phi_q)
     if not redundant:

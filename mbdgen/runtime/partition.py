@@ -34,12 +34,14 @@ PECE step slightly better.
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
-from mbdgen.runtime.index1 import solve_index1
+from mbdgen.runtime.index1 import solve_index1, solve_index1_sparse
 from mbdgen.runtime.linalg import lu_solve_inplace
+from mbdgen.runtime.sparse import KktPlan
 from mbdgen.runtime.status import NEWTON_FAILED, OK, REPARTITION, SINGULAR
 
 # ``ctrl`` slots (after Baumgarte's α = ctrl[0], β = ctrl[1]).
@@ -61,9 +63,20 @@ def choose_partition(
     conditioning is judged.  Raises ``ValueError`` if Φ_q has lower rank than its
     number of rows (redundant constraints).
     """
+    dep, ind, quality, _, _ = pivot_order(phi_q, rank_tol)
+    return dep, ind, quality
+
+
+def pivot_order(
+    phi_q: np.ndarray, rank_tol: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """:func:`choose_partition` and the elimination order it found: the pivot rows
+    and pivot columns (coordinates), step by step, for the static-order LU of Φ_u
+    (:func:`phi_u_plan`)."""
     a = np.array(phi_q, dtype=float)
     m, n = a.shape
     cols = np.arange(n)
+    rows = np.arange(m)
     scale = float(np.abs(a).max()) if a.size else 1.0
     smallest = np.inf
     for k in range(m):
@@ -73,11 +86,12 @@ def choose_partition(
             raise ValueError(f"Φ_q has rank {k} < {m}: the constraints are redundant")
         smallest = min(smallest, float(sub[i, j]))
         a[[k, k + i]] = a[[k + i, k]]
+        rows[[k, k + i]] = rows[[k + i, k]]
         a[:, [k, k + j]] = a[:, [k + j, k]]
         cols[[k, k + j]] = cols[[k + j, k]]
         a[k + 1 :, k:] -= np.outer(a[k + 1 :, k] / a[k, k], a[k, k:])
     quality = smallest / scale if m else 1.0
-    return np.sort(cols[:m]), np.sort(cols[m:]), quality
+    return np.sort(cols[:m]), np.sort(cols[m:]), quality, rows.copy(), cols[:m].copy()
 
 
 def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> tuple:
@@ -327,3 +341,297 @@ def hybrid_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
         f[i] = qd[i]
         f[n + i] = b[i]
     return status
+
+
+# ---------------------------------------------------------------------------------------
+# Sparse GCP (issue 11, item 1): Φ_u's LU on its static pattern, in the order that full
+# pivoting chose, and the index-1 solve on the sparse KKT plan.
+
+
+class PhiUPlan(NamedTuple):
+    """Static-order LU of Φ_u (:func:`phi_u_plan`); values live in one array ``lu``.
+
+    Step k pivots on row ``row_of[k]`` of Φ_q and coordinate ``col_of[k]``; its pivot is
+    ``lu[piv[k]]``, its column of L the entries ``lu[l_pos[l_ptr[k]:l_ptr[k+1]]]`` of
+    rows ``l_row`` (rows of Φ_q), its row of U ``lu[u_pos[u_ptr[k]:u_ptr[k+1]]]`` at the
+    steps ``u_step``; ``upd[upd_ptr[k]:...]`` the targets of the L × U updates.
+    ``e_pos[e]``: where Φ_q's entry e goes (−1: an independent coordinate).
+    """
+
+    row_of: np.ndarray
+    col_of: np.ndarray
+    piv: np.ndarray
+    l_ptr: np.ndarray
+    l_pos: np.ndarray
+    l_row: np.ndarray
+    u_ptr: np.ndarray
+    u_pos: np.ndarray
+    u_step: np.ndarray
+    upd_ptr: np.ndarray
+    upd: np.ndarray
+    e_pos: np.ndarray
+    size: int
+
+
+def phi_u_plan(
+    m: int, rows: np.ndarray, cols: np.ndarray, row_of: np.ndarray, col_of: np.ndarray
+) -> PhiUPlan:
+    """Symbolic LU of Φ_u on Φ_q's pattern (``rows``, ``cols``) restricted to the
+    dependent coordinates, eliminating in the order of full pivoting (:func:`pivot_order`).
+
+    The order is kept until the driver re-partitions: the pivot-ratio test of
+    :func:`gcp_rhs_sparse` is exactly the check that it still works.  Fill follows
+    the order; on a chain each step keeps its neighbours, so the factor stays O(m).
+    """
+    step_of_col = {int(c): k for k, c in enumerate(col_of.tolist())}
+    row_cols: list[set[int]] = [set() for _ in range(m)]  # in steps (columns)
+    col_rows: list[set[int]] = [set() for _ in range(m)]  # in rows of Φ_q
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        k = step_of_col.get(j)
+        if k is not None:
+            row_cols[i].add(k)
+            col_rows[k].add(i)
+    pos: dict[tuple[int, int], int] = {}
+
+    def at(i: int, k: int) -> int:
+        p = pos.get((i, k))
+        if p is None:
+            p = pos[(i, k)] = len(pos)
+        return p
+
+    for i in range(m):
+        for k in sorted(row_cols[i]):
+            at(i, k)
+    done = np.zeros(m, dtype=bool)
+    piv, l_ptr, l_pos, l_row = [], [0], [], []
+    u_ptr, u_pos, u_step, upd_ptr, upd = [0], [], [], [0], []
+    for k in range(m):
+        r = int(row_of[k])
+        done[r] = True
+        piv.append(at(r, k))
+        lower = sorted(i for i in col_rows[k] if not done[i])
+        upper = sorted(c for c in row_cols[r] if c > k)
+        for i in lower:
+            l_pos.append(at(i, k))
+            l_row.append(i)
+            for c in upper:
+                if c not in row_cols[i]:
+                    row_cols[i].add(c)
+                    col_rows[c].add(i)
+                upd.append(at(i, c))
+        for c in upper:
+            u_pos.append(at(r, c))
+            u_step.append(c)
+        l_ptr.append(len(l_pos))
+        u_ptr.append(len(u_pos))
+        upd_ptr.append(len(upd))
+    e_pos = np.array(
+        [
+            pos[(i, step_of_col[j])] if j in step_of_col else -1
+            for i, j in zip(rows.tolist(), cols.tolist(), strict=True)
+        ],
+        dtype=np.int64,
+    )
+
+    def ints(x: list[int]) -> np.ndarray:
+        return np.asarray(x, dtype=np.int64)
+
+    return PhiUPlan(
+        ints(list(row_of)), ints(list(col_of)), ints(piv), ints(l_ptr), ints(l_pos),
+        ints(l_row), ints(u_ptr), ints(u_pos), ints(u_step), ints(upd_ptr), ints(upd), e_pos,
+        len(pos),
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def phi_u_factor(plan, phi_q, lu):
+    """LU of Φ_u (values ``phi_q`` on Φ_q's pattern) in the plan's order, in ``lu``.
+
+    Returns min|pivot| (0.0 on a zero pivot), the numerator of the pivot ratio.
+    """
+    for k in range(plan.size):
+        lu[k] = 0.0
+    for e in range(phi_q.shape[0]):
+        if plan.e_pos[e] >= 0:
+            lu[plan.e_pos[e]] += phi_q[e]
+    lo = math.inf
+    u = 0
+    for k in range(plan.piv.shape[0]):
+        piv = lu[plan.piv[k]]
+        if piv == 0.0 or not math.isfinite(piv):
+            return 0.0
+        lo = min(lo, abs(piv))
+        inv = 1.0 / piv
+        u0, u1 = plan.u_ptr[k], plan.u_ptr[k + 1]
+        for s in range(plan.l_ptr[k], plan.l_ptr[k + 1]):
+            ls = lu[plan.l_pos[s]] * inv
+            lu[plan.l_pos[s]] = ls
+            for t in range(u0, u1):
+                lu[plan.upd[u]] -= ls * lu[plan.u_pos[t]]
+                u += 1
+    return lo
+
+
+@njit(cache=True)
+def phi_u_solve(plan, lu, r, z):
+    """z ← Φ_u⁻¹ r with the factors of :func:`phi_u_factor`; ``r`` (by row of Φ_q) is
+    overwritten, ``z[k]`` is the unknown of coordinate ``plan.col_of[k]``."""
+    m = plan.piv.shape[0]
+    for k in range(m):
+        y = r[plan.row_of[k]]
+        if y != 0.0:
+            for s in range(plan.l_ptr[k], plan.l_ptr[k + 1]):
+                r[plan.l_row[s]] -= lu[plan.l_pos[s]] * y
+    for k in range(m - 1, -1, -1):
+        s = r[plan.row_of[k]]
+        for t in range(plan.u_ptr[k], plan.u_ptr[k + 1]):
+            s -= lu[plan.u_pos[t]] * z[plan.u_step[t]]
+        z[k] = s / lu[plan.piv[k]]
+
+
+class GcpSparseWorkspace(NamedTuple):
+    """The ``ws`` of :func:`gcp_rhs_sparse`: the fields of
+    :class:`~mbdgen.runtime.index1.SparseWorkspace` (so :func:`solve_index1_sparse`
+    takes it as is), with q, q̇, dep, ind at [8:12] as in :func:`gcp_workspace` (the
+    driver re-partitions through them), and Φ_u's plan and values."""
+
+    mass: np.ndarray
+    force: np.ndarray
+    phi: np.ndarray
+    phi_q: np.ndarray
+    phi_t: np.ndarray
+    gamma: np.ndarray
+    active: np.ndarray
+    plan: KktPlan
+    q: np.ndarray
+    qd: np.ndarray
+    dep: np.ndarray
+    ind: np.ndarray
+    val: np.ndarray
+    b: np.ndarray
+    work: np.ndarray
+    wrow: np.ndarray
+    lu_plan: PhiUPlan
+    lu: np.ndarray
+    r: np.ndarray
+    z: np.ndarray
+
+
+def gcp_sparse_workspace(
+    module: Any, kkt: KktPlan, dep: np.ndarray, ind: np.ndarray, row_of: np.ndarray,
+    col_of: np.ndarray, q0: np.ndarray, qd0: np.ndarray,
+) -> GcpSparseWorkspace:  # fmt: skip
+    """The workspace of :func:`gcp_rhs_sparse` for a module with ``LINEAR_ALGEBRA`` =
+    "sparse", its index-1 plan ``kkt`` and a partition from :func:`pivot_order`."""
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    lu_plan = phi_u_plan(m, module.PHI_Q_ROWS, module.PHI_Q_COLS, row_of, col_of)
+    return GcpSparseWorkspace(
+        np.zeros(len(module.MASS_ROWS)), np.zeros(n), np.zeros(m),
+        np.zeros(len(module.PHI_Q_ROWS)), np.zeros(m), np.zeros(m), np.ones(m), kkt,
+        np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
+        np.array(dep, dtype=np.int64), np.array(ind, dtype=np.int64),
+        np.zeros(kkt.values_size), np.zeros(n + m), np.zeros(n + m),
+        np.zeros(max(kkt.aug_rows.shape[0], 1)), lu_plan, np.zeros(max(lu_plan.size, 1)),
+        np.zeros(m), np.zeros(m),
+    )  # fmt: skip
+
+
+def dense_phi_q(ws: GcpSparseWorkspace) -> np.ndarray:
+    """Φ_q (m × n) from the values in ``ws`` (for :func:`pivot_order` at a re-partition)."""
+    kkt = ws.plan
+    out = np.zeros((kkt.m, kkt.n))
+    np.add.at(out, (kkt.a_rows, kkt.a_cols), ws.phi_q)
+    return out
+
+
+def repartitioned(ws: GcpSparseWorkspace, phi_q_pattern: tuple) -> tuple:
+    """A new partition at the state in ``ws`` (its last evaluation): (workspace with the
+    new Φ_u plan, dep, ind, quality).  Raises ``ValueError`` as :func:`choose_partition`."""
+    dep, ind, quality, row_of, col_of = pivot_order(dense_phi_q(ws))
+    lu_plan = phi_u_plan(ws.plan.m, *phi_q_pattern, row_of, col_of)
+    new = ws._replace(lu_plan=lu_plan, lu=np.zeros(max(lu_plan.size, 1)))
+    new.dep[:] = dep
+    new.ind[:] = ind
+    return new, dep, ind, quality
+
+
+@njit(cache=True, inline="always")
+def _correct_sparse(kern, n, m, t, p, ctrl, ws):
+    """:func:`_correct` on the sparse patterns: Newton on Φ(u, v, t) = 0 for u with
+    Φ_u factored in the static order, then Φ_u u̇ = −Φ_t − Φ_v v̇ with the same factors
+    (Φ_q does not depend on q̇); returns (status, Newton iterations, pivot ratio)."""
+    q, qd, lp, lu, r, z = ws.q, ws.qd, ws.lu_plan, ws.lu, ws.r, ws.z
+    kkt = ws.plan
+    tol = ctrl[C_NEWTON_TOL]
+    iters = 0
+    while True:
+        kern(t, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
+        worst = 0.0
+        for i in range(m):
+            worst = max(worst, abs(ws.phi[i]))
+        if worst <= tol:
+            break
+        if iters >= ctrl[C_NEWTON_ITERS] or not math.isfinite(worst):
+            return NEWTON_FAILED, iters, 0.0
+        if phi_u_factor(lp, ws.phi_q, lu) == 0.0:
+            return SINGULAR, iters, 0.0
+        for i in range(m):
+            r[i] = -ws.phi[i]
+        phi_u_solve(lp, lu, r, z)
+        for k in range(m):
+            q[lp.col_of[k]] += z[k]
+        iters += 1
+    lo = phi_u_factor(lp, ws.phi_q, lu)
+    if lo == 0.0:
+        return SINGULAR, iters, 0.0
+    scale = 0.0
+    for i in range(m):
+        r[i] = -ws.phi_t[i]
+    for e in range(kkt.a_rows.shape[0]):
+        scale = max(scale, abs(ws.phi_q[e]))
+        if lp.e_pos[e] < 0:
+            r[kkt.a_rows[e]] -= ws.phi_q[e] * qd[kkt.a_cols[e]]
+    phi_u_solve(lp, lu, r, z)
+    for k in range(m):
+        qd[lp.col_of[k]] = z[k]
+    ratio = lo / scale if scale > 0.0 else 1.0
+    # γ depends on q̇, which just changed: evaluate once more at the corrected state
+    kern(t, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
+    return OK, iters, ratio
+
+
+@njit(cache=True, inline="always")
+def gcp_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux):
+    """:func:`gcp_rhs` on the static sparse patterns (Haug 1989 §7.3.2): ``kern`` is
+    a ``dynamics_values`` kernel, ``ws`` a :class:`GcpSparseWorkspace`.  The pivot
+    ratio is that of the static-order LU of Φ_u; it falls below ``ctrl[2]`` when the
+    order chosen at the last partition no longer works, and the driver re-partitions."""
+    q, qd, ind = ws.q, ws.qd, ws.ind
+    nv = n - m
+    for i in range(nv):
+        q[ind[i]] = x[i]
+        qd[ind[i]] = x[nv + i]
+    status, iters, ratio = _correct_sparse(kern, n, m, t, p, ctrl, ws)
+    if status != OK:
+        return status
+    status, phi_norm, phid_norm = solve_index1_sparse(n, m, qd, 0.0, 0.0, ws)
+    if status != OK:
+        return status
+    b = ws.b
+    for i in range(m):
+        aux[i] = b[n + i]
+    aux[m] = phi_norm
+    aux[m + 1] = phid_norm
+    o = m + 2
+    for i in range(n):
+        aux[o + i] = q[i]
+        aux[o + n + i] = qd[i]
+        aux[o + 2 * n + i] = b[i]
+    aux[o + 3 * n] = ratio
+    aux[o + 3 * n + 1] = iters
+    for i in range(nv):
+        f[i] = x[nv + i]
+        f[nv + i] = b[ind[i]]
+    if ratio < ctrl[C_PIVOT_RATIO]:
+        return REPARTITION
+    return OK

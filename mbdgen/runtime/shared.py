@@ -157,12 +157,49 @@ def rkf45_adaptive_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, 
                                    out_aux)  # fmt: skip
 
 
+@njit(**_OPTS)
+def abm_gcp_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
+                         am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                         out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.explicit.abm_chunk` on the sparse GCP right side."""
+    return explicit.abm_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+                              p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
+                              am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
+                              out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def vabm_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                          t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the sparse GCP right side."""
+    return adaptive.vabm_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+                               p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                               t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def rkf45_adaptive_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef,
+                                    work, t_out, n_out, max_steps, out_x, out_f,
+                                    out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the sparse GCP right side."""
+    return adaptive_rk.rkf45_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0],
+                                   ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
+                                   phi, coef, work, t_out, n_out, max_steps, out_x, out_f,
+                                   out_aux)  # fmt: skip
+
+
 #: Index-1 entry point name → shared routine on the sparse right side, for modules
-#: whose ``LINEAR_ALGEBRA`` is "sparse" (their own entry points bind the same).
+#: whose ``LINEAR_ALGEBRA`` is "sparse" (their own entry points bind the same).  The
+#: GCP ones exist only here: a sparse module's own GCP entry points stay dense, so
+#: the driver gives them a :func:`mbdgen.runtime.partition.gcp_sparse_workspace` only
+#: when :func:`sparse_gcp` says these run.
 SHARED_SPARSE: dict[str, Any] = {
     "abm_chunk": abm_sparse_chunk,
     "vabm_chunk": vabm_sparse_chunk,
     "rkf45_adaptive_chunk": rkf45_adaptive_sparse_chunk,
+    "abm_gcp_chunk": abm_gcp_sparse_chunk,
+    "vabm_gcp_chunk": vabm_gcp_sparse_chunk,
+    "rkf45_adaptive_gcp_chunk": rkf45_adaptive_gcp_sparse_chunk,
 }
 
 #: Entry point name → shared routine taking the ``dynamics`` kernel first.
@@ -181,6 +218,13 @@ _KERNELS: dict[tuple[str, str, int], Any] = {}
 def enabled() -> bool:
     """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare)."""
     return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0"
+
+
+def sparse_gcp(module: Any) -> bool:
+    """Whether GCP runs on the sparse right side for ``module`` (a sparse module, with
+    the shared entry points on; n + m ≥ SPARSE_LIMIT is above UNROLL_LIMIT, so its
+    stepper takes the shared entry point)."""
+    return enabled() and getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
 
 
 class KernelPointer(WrapperAddressProtocol):
@@ -218,7 +262,8 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
     or None when ``name`` has no shared form."""
     if not enabled():
         return None
-    if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse" and name in SHARED_SPARSE:
+    sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
+    if sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
         routine = SHARED_SPARSE[name]
         kern = dynamics_pointer(module, "dynamics_values")
     else:

@@ -1,0 +1,187 @@
+"""Sparse GCP and the sparse redundancy check at t0 (issue 11, item 1).
+
+GCP on a sparse module (:func:`mbdgen.runtime.partition.gcp_rhs_sparse`) factors Φ_u
+on its static pattern in the order full pivoting chose at the last partition, and
+solves Eq. 7.2.1 on the sparse KKT plan; the dense reference is the same run with
+:func:`mbdgen.runtime.shared.sparse_gcp` switched off (dense Φ_u LU with row pivoting,
+dense augmented LU).
+
+The redundancy check: the sparse LU of [[I, Φ_qᵀ], [Φ_q, 0]] on the module's index-1
+plan proves the rows of Φ_q independent in O(n + m); whenever it cannot (a redundant
+row, a pivot near the threshold) the dense QR of
+:func:`mbdgen.analysis.assembly.redundant_rows` decides and names the rows as before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TEST_GENERATED, TEST_MODELS, run_python
+
+import mbdgen
+from mbdgen.analysis.assembly import (
+    _kernel,
+    assemble,
+    redundant_rows,
+    removable_rows,
+    sparse_rows_independent,
+)
+from mbdgen.compiler import import_generated
+from mbdgen.runtime import partition, shared
+from mbdgen.simulation import parameter_vector
+
+GENERATED = Path(__file__).resolve().parent.parent / "generated"
+SPARSE_EXAMPLES = [
+    "andrews",
+    "iftomm_a05_flyball_governor",
+    "planar_chain",
+    "spatial_slider_crank",
+]
+
+
+@pytest.mark.parametrize("name", SPARSE_EXAMPLES)
+def test_sparse_independence_proof_agrees_with_the_dense_qr(name):
+    """Every sparse example model's rows are independent at q0 and at a random
+    perturbation of it (Φ_q's rank does not need a consistent q): the sparse proof
+    says so, and so does the dense QR it replaces."""
+    module = import_generated(GENERATED / f"{name}.py")
+    assert module.LINEAR_ALGEBRA == "sparse"
+    p = parameter_vector(module, None)
+    rng = np.random.default_rng(3)
+    q0 = np.asarray(module.Q0, dtype=float)
+    for q in (q0, q0 + 0.05 * rng.standard_normal(q0.size)):
+        assert sparse_rows_independent(module, 0.0, q, p)
+        rank, redundant = redundant_rows(_kernel(module, "phi_q", 0.0, q, p))
+        assert (rank, redundant) == (module.N_CONSTRAINTS, [])
+
+
+def test_redundant_rows_fall_back_to_the_dense_test():
+    """Bricard's mechanism (sparse, one redundant row J6[4]): the sparse proof fails,
+    on a multiplier pivot at rounding level, and the dense QR names the row."""
+    bricard = mbdgen.compile(TEST_MODELS / "bricard.py", TEST_GENERATED)
+    assert bricard.LINEAR_ALGEBRA == "sparse"
+    a = assemble(bricard)
+    p = parameter_vector(bricard, None)
+    assert not sparse_rows_independent(bricard, 0.0, a.q, p)
+    removed = removable_rows(bricard, 0.0, a.q, p)
+    assert removed.names == ("J6[4]",) and removed.rank == 34
+
+
+def _gcp_both(monkeypatch, name, h, t_end):
+    module = import_generated(GENERATED / f"{name}.py")
+    runs = []
+    for sparse in (True, False):
+        monkeypatch.setattr(shared, "sparse_gcp", lambda m, s=sparse: s)
+        runs.append(mbdgen.simulate(module, method="abm", constraints="gcp", h=h, t_end=t_end))
+    return module, runs
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+# (model, h, t_end): fixed-step ABM, no re-partition within t_end.  Measured relative
+# differences sparse vs dense (q, q̇, λ): chain ≤ 4e-16 / 9e-16 / 5e-15, Andrews
+# ≤ 9e-16 / 7e-16 / 7e-15, spatial slider-crank ≤ 2e-15 up to its re-partition.
+GCP_CASES = [
+    ("planar_chain", 1e-3, 0.2),
+    ("andrews", 1e-5, 0.002),
+    ("spatial_slider_crank", 1e-3, 0.3),
+]
+
+
+@pytest.mark.parametrize(("name", "h", "t_end"), GCP_CASES, ids=[c[0] for c in GCP_CASES])
+def test_sparse_gcp_matches_dense(monkeypatch, name, h, t_end):
+    """Same partition, same Newton iterations: the two differ only by rounding in the
+    LU of Φ_u and of the KKT matrix, so 1e-12 relative (the sparse index-1 tolerance
+    of test_sparse.py) holds over every output row."""
+    module, (rs, rd) = _gcp_both(monkeypatch, name, h, t_end)
+    assert rs.info["message"] == rd.info["message"] == "finished"
+    assert rs.info["repartitioned_at_steps"] == rd.info["repartitioned_at_steps"] == []
+    for key in ("q", "qd", "lam"):
+        assert _rel(getattr(rs, key), getattr(rd, key)) <= 1e-12, key
+
+
+def test_sparse_gcp_repartitions_when_the_static_order_degrades(monkeypatch):
+    """The spatial slider-crank needs a new partition before 0.5 s.  The static
+    order's pivot ratio degrades sooner than that of a row-pivoted LU of Φ_u, so the
+    sparse run re-partitions a few steps earlier (measured: step 445 against 473).
+    Until then the runs agree to rounding; afterwards both are GCP solutions of the
+    same h restarted at different steps, and agree to the method's error (measured
+    5e-8 relative in q), so 1e-6; ‖Φ‖ stays at the Newton tolerance on both."""
+    module, (rs, rd) = _gcp_both(monkeypatch, "spatial_slider_crank", 1e-3, 0.5)
+    (ks,), (kd,) = rs.info["repartitioned_at_steps"], rd.info["repartitioned_at_steps"]
+    assert 0 < ks <= kd
+    assert _rel(rs.q[:ks], rd.q[:ks]) <= 1e-12
+    assert _rel(rs.q, rd.q) <= 1e-6
+    assert float(rs.phi_norm.max()) <= 1e-9
+
+
+def test_phi_u_plan_on_a_chain_is_linear_and_solves_phi_u():
+    """The static-order LU of Φ_u solves Φ_u z = r to rounding against a dense solve,
+    and on a chain its factor stays O(m): no fill beyond a joint's neighbours."""
+    module = import_generated(GENERATED / "planar_chain.py")
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    p = parameter_vector(module, None)
+    q = np.asarray(module.Q0, dtype=float) + 0.1
+    phi_q = _kernel(module, "phi_q", 0.0, q, p)
+    dep, _, quality, row_of, col_of = partition.pivot_order(phi_q)
+    plan = partition.phi_u_plan(m, module.PHI_Q_ROWS, module.PHI_Q_COLS, row_of, col_of)
+    values = phi_q[module.PHI_Q_ROWS, module.PHI_Q_COLS]
+    lu = np.zeros(plan.size)
+    lo = partition.phi_u_factor(plan, values, lu)
+    assert lo / np.abs(phi_q).max() == pytest.approx(quality, rel=1e-12)
+    rhs = np.random.default_rng(0).standard_normal(m)
+    z = np.zeros(m)
+    partition.phi_u_solve(plan, lu, rhs.copy(), z)
+    x = np.zeros(n)
+    x[col_of] = z
+    exact = np.linalg.solve(phi_q[:, dep], rhs)
+    assert np.abs(x[dep] - exact).max() <= 1e-12 * np.abs(exact).max()
+    assert plan.size <= 3 * np.count_nonzero(phi_q[:, dep])
+
+
+def test_sparse_gcp_allocates_nothing_per_step():
+    """DESIGN rule 1 on the sparse GCP path (Numba's NRT allocation counter)."""
+    code = """
+import json, mbdgen
+from numba.core.runtime import _nrt_python, rtsys
+_nrt_python.memsys_enable_stats()
+from mbdgen.compiler import import_generated
+m = import_generated("generated/planar_chain.py")
+counts = []
+for t_end in (0.01, 0.01, 1.0):
+    before = rtsys.get_allocation_stats().alloc
+    r = mbdgen.simulate(m, method="abm", constraints="gcp", h=1e-3, t_end=t_end)
+    counts.append([rtsys.get_allocation_stats().alloc - before, r.counters["steps"]])
+print(json.dumps(counts))
+"""
+    counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
+    assert counts[2][0] == counts[1][0] and counts[2][1] > 50 * counts[1][1], counts
+
+
+def test_a_singular_sparse_gcp_workspace_is_explained_by_name(monkeypatch):
+    """The failure message reads M and Φ_q from a sparse workspace (values on the
+    module's patterns) as it reads the dense arrays (before, the 1-D values reached the
+    rank test and raised): a Φ_q whose last joint's rows are zero is reported as a
+    rank loss naming that joint's rows."""
+    from mbdgen.diagnose import explain_failure
+    from mbdgen.runtime.status import SINGULAR
+    from mbdgen.steppers import _index1_plan
+
+    module, (rs, _) = _gcp_both(monkeypatch, "planar_chain", 1e-3, 0.002)
+    ws = partition.gcp_sparse_workspace(
+        module, _index1_plan(module), np.arange(16), np.arange(16, 24),
+        np.arange(16), np.arange(16), rs.q[-1], rs.qd[-1],
+    )  # fmt: skip
+    p = parameter_vector(module, None)
+    module.dynamics_values(0.0, ws.q, ws.qd, p, ws.mass, ws.force, ws.phi, ws.phi_q,
+                           ws.phi_t, ws.gamma)  # fmt: skip
+    last = module.CONSTRAINT_NAMES[-1].split("[", 1)[0]
+    rows = np.array([module.CONSTRAINT_NAMES[i].startswith(last) for i in module.PHI_Q_ROWS])
+    ws.phi_q[rows] = 0.0
+    message = explain_failure(module, SINGULAR, ws, rs, family="fixed")
+    assert f"rank Φ_q fell to 14 of 16 rows, row(s) {last}[0], {last}[1]" in message, message
