@@ -15,6 +15,7 @@ import pytest
 
 import mbdgen
 from mbdgen import steppers
+from mbdgen.compiler import import_generated
 from mbdgen.runtime import shared
 from tests.conftest import GENERATED, run_python
 
@@ -68,3 +69,24 @@ def test_opt_out_and_unshared_methods(slider_crank, monkeypatch):
     monkeypatch.delenv("MBDGEN_SHARED_ENTRY")
     assert shared.entry(slider_crank, "index3_chunk") is None
     assert callable(shared.entry(slider_crank, "abm_chunk"))
+
+
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [("slider_crank", "welch1"), ("slider_crank", "welch2"), ("welch_pendulum3d", "welch2")],
+)
+def test_shared_welch_gives_the_inlined_bits(slider_crank, forced_shared, name, method):
+    """The shared Welch routine (kernels ``dynamics`` and ``phi`` by pointer, n, m and
+    the Euler-parameter bodies read from the workspace) against the module's own entry
+    point: the plain form (Eq. 44) and the Euler-parameter form (Eq. 43), exactly."""
+    module = slider_crank if name == "slider_crank" else import_generated(GENERATED / f"{name}.py")
+    assert callable(shared.entry(module, "welch_chunk"))
+    shared_run = mbdgen.simulate(module, method=method, **RUN)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MBDGEN_SHARED_ENTRY", "0")
+        inlined = mbdgen.simulate(module, method=method, **RUN)
+    assert shared_run.q.shape == inlined.q.shape
+    for a, b in ((shared_run.q, inlined.q), (shared_run.qd, inlined.qd),
+                 (shared_run.qdd, inlined.qdd), (shared_run.lam, inlined.lam)):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+    assert len(shared.welch_chunk.signatures) == 1

@@ -24,7 +24,7 @@ from typing import Any
 from numba import njit, types
 from numba.experimental.function_type import WrapperAddressProtocol
 
-from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition
+from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition, welch
 
 _V = types.float64[::1]
 _M = types.float64[:, ::1]
@@ -226,9 +226,50 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
         if routine is None:
             return None
         kern = dynamics_pointer(module)
+    extra = tuple(kernel_pointer(module, k) for k in SHARED_KERNELS.get(name, ()))
 
     def call(*args: Any) -> Any:
-        return routine(kern, *args)
+        return routine(kern, *extra, *args)
 
     call.__name__ = name
     return call
+
+
+# -- Welch (issue 11, item 3): a second kernel, and N_EULER_BODIES read at run time ----
+
+#: ``phi(t, q, p, out)``.
+PHI_SIGNATURE = types.void(types.float64, _V, _V, _V)
+
+#: Kernel name → its signature as a first-class function (:func:`kernel_pointer`).
+KERNEL_SIGNATURES: dict[str, Any] = {
+    "dynamics": DYNAMICS_SIGNATURE,
+    "dynamics_values": DYNAMICS_VALUES_SIGNATURE,
+    "phi": PHI_SIGNATURE,
+}
+
+
+@njit(**_OPTS)
+def welch_chunk(kern, phi_kern, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
+                out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.welch.welch_chunk` with n, m and the number of
+    Euler-parameter bodies (``ws[32]``, their q offsets) read from the workspace."""
+    return welch.welch_chunk(kern, phi_kern, ws[1].shape[0], ws[2].shape[0], ws[32].shape[0],
+                             p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
+                             out_aux)  # fmt: skip
+
+
+SHARED["welch_chunk"] = welch_chunk
+
+#: Entry point name → the kernels its shared routine takes after ``dynamics``.
+SHARED_KERNELS: dict[str, tuple[str, ...]] = {"welch_chunk": ("phi",)}
+
+
+def kernel_pointer(module: Any, name: str) -> Any:
+    """The module's kernel ``name`` (one of :data:`KERNEL_SIGNATURES`) as a first-class
+    function (kept per process)."""
+    kernel = getattr(module, name)
+    key = (module.__name__, name, id(kernel))
+    kern = _KERNELS.get(key)
+    if kern is None:
+        kern = _KERNELS[key] = KernelPointer(kernel, KERNEL_SIGNATURES[name])
+    return kern
