@@ -907,6 +907,8 @@ class NewmarkGCP(AccelerationState):
         self.ws = newmark_gcp.workspace(n, m, dep, ind)
         self.state = np.zeros(newmark_gcp.STATE_SIZE, dtype=np.int64)
         self.entry = run.module.newmark_gcp_chunk
+        if n + m > UNROLL_LIMIT:  # sizes read at run time: the shared routine
+            self.entry = shared.entry(run.module, "newmark_gcp_chunk") or self.entry
 
     def counters(self) -> dict[str, Any]:
         s, nm = self.state, newmark_gcp

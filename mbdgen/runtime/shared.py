@@ -24,7 +24,7 @@ from typing import Any
 from numba import njit, types
 from numba.experimental.function_type import WrapperAddressProtocol
 
-from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition, welch
+from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, newmark_gcp, partition, welch
 
 _V = types.float64[::1]
 _M = types.float64[:, ::1]
@@ -240,11 +240,25 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
 #: ``phi(t, q, p, out)``.
 PHI_SIGNATURE = types.void(types.float64, _V, _V, _V)
 
+#: ``phi_q(t, q, p, out)``, out (m, n).
+PHI_Q_SIGNATURE = types.void(types.float64, _V, _V, _M)
+#: ``force(t, q, qd, p, out)``, ``gamma(t, q, qd, p, out)``.
+RHS_SIGNATURE = types.void(types.float64, _V, _V, _V, _V)
+#: The Jacobian blocks ``mass_a_q(t, q, a, p, out)``, ``force_q(t, q, qd, p, out)``, ...
+BLOCK_SIGNATURE = types.void(types.float64, _V, _V, _V, _M)
+#: The Jacobian-block kernels that Newmark-GCP's iteration matrix uses (Eq. 29).
+NEWMARK_BLOCKS = ("mass_a_q", "phi_q_lam_q", "force_q", "force_qd", "phi_q_a_q", "gamma_q",
+                  "gamma_qd")  # fmt: skip
+
 #: Kernel name → its signature as a first-class function (:func:`kernel_pointer`).
 KERNEL_SIGNATURES: dict[str, Any] = {
     "dynamics": DYNAMICS_SIGNATURE,
     "dynamics_values": DYNAMICS_VALUES_SIGNATURE,
     "phi": PHI_SIGNATURE,
+    "phi_q": PHI_Q_SIGNATURE,
+    "force": RHS_SIGNATURE,
+    "gamma": RHS_SIGNATURE,
+    **dict.fromkeys(NEWMARK_BLOCKS, BLOCK_SIGNATURE),
 }
 
 
@@ -258,10 +272,27 @@ def welch_chunk(kern, phi_kern, p, ws, t0, h, x, state, n_steps, stride, out_t, 
                              out_aux)  # fmt: skip
 
 
+@njit(**_OPTS)
+def newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q, phi_q_lam_q, force_q,
+                      force_qd, phi_q_a_q, gamma_q, gamma_qd, p, ctrl, ws, t0, h, x, state,
+                      n_steps, stride, out_t, out_x, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.newmark_gcp.newmark_gcp_chunk` with n, m read from the
+    workspace (Q and Φ are its fields 1 and 2)."""
+    return newmark_gcp.newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q,
+                                         phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q,
+                                         gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws,
+                                         t0, h, x, state, n_steps, stride, out_t, out_x,
+                                         out_aux)  # fmt: skip
+
+
 SHARED["welch_chunk"] = welch_chunk
+SHARED["newmark_gcp_chunk"] = newmark_gcp_chunk
 
 #: Entry point name → the kernels its shared routine takes after ``dynamics``.
-SHARED_KERNELS: dict[str, tuple[str, ...]] = {"welch_chunk": ("phi",)}
+SHARED_KERNELS: dict[str, tuple[str, ...]] = {
+    "welch_chunk": ("phi",),
+    "newmark_gcp_chunk": ("phi", "phi_q", "force", "gamma", *NEWMARK_BLOCKS),
+}
 
 
 def kernel_pointer(module: Any, name: str) -> Any:
