@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from numba import njit, types
+from numba.core import config
 from numba.experimental.function_type import WrapperAddressProtocol
 
 from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, newmark_gcp, partition, welch
@@ -179,8 +180,9 @@ _KERNELS: dict[tuple[str, str, int], Any] = {}
 
 
 def enabled() -> bool:
-    """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare)."""
-    return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0"
+    """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare) or
+    Numba is off (``NUMBA_DISABLE_JIT``: a plain kernel has no compiled wrapper)."""
+    return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0" and not config.DISABLE_JIT
 
 
 class KernelPointer(WrapperAddressProtocol):
