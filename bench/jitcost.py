@@ -14,6 +14,9 @@ With ``--prime MODEL`` each measurement runs in a cache that first served one st
 MODEL with the same method: the cost of a *new* model on an installation that has
 already compiled the runtime's model-independent routines.
 
+The child imports the ``mbdgen`` of the working directory (``python -c`` puts it first
+on sys.path): to measure another tree, run from that tree with PYTHONPATH set to it.
+
 Usage: python bench/jitcost.py [models...] [--methods abm,vabm,...] [--prime MODEL]
        [--json out]
 """

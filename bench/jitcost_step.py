@@ -46,8 +46,9 @@ def run(tree: Path, cache: str, model: str, method: str, t_end: float, repeats: 
     """Best-of-``repeats`` per-step time in a fresh interpreter importing ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree), NUMBA_CACHE_DIR=cache)
     args = [model, method, str(t_end), str(repeats), str(tree)]
+    # cwd = tree: ``python -c`` puts the working directory first on sys.path
     p = subprocess.run(
-        [sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True
+        [sys.executable, "-c", CHILD, *args], env=env, cwd=tree, capture_output=True, text=True
     )
     if p.returncode:
         raise SystemExit(p.stderr.strip().splitlines()[-1])
