@@ -10,7 +10,15 @@ committed generated module, runs one step of ``mbdgen.simulate`` and reports:
 * ``llvm_s``: time inside LLVM (``llvm_lock`` timer of the entry point);
 * ``typeinf_s``: Numba's type inference passes of the entry point's pipeline.
 
-Usage: python bench/jitcost.py [models...] [--methods abm,vabm,...] [--json out]
+With ``--prime MODEL`` each measurement runs in a cache that first served one step of
+MODEL with the same method: the cost of a *new* model on an installation that has
+already compiled the runtime's model-independent routines.
+
+The child imports the ``mbdgen`` of the working directory (``python -c`` puts it first
+on sys.path): to measure another tree, run from that tree with PYTHONPATH set to it.
+
+Usage: python bench/jitcost.py [models...] [--methods abm,vabm,...] [--prime MODEL]
+       [--json out]
 """
 
 from __future__ import annotations
@@ -130,12 +138,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=list(MODELS))
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--prime", help="model run first in the same cache (see docstring)")
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = []
     for model in a.models:
         for method in a.methods.split(","):
-            row = run_one(model, method)
+            cache = None
+            if a.prime:
+                cache = tempfile.mkdtemp(prefix="jitcost-")
+                run_one(a.prime, method, cache=cache)
+            row = run_one(model, method, cache=cache)
+            row["primed_with"] = a.prime
             rows.append(row)
             print(json.dumps(row), flush=True)
     if a.json:

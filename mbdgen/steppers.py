@@ -333,6 +333,8 @@ class Welch(FixedStep):
         Stepper.__init__(self, run)
         self._allocate_index1()
         self.entry = getattr(run.module, run.spec.entry)
+        if run.n + run.m + run.nd > UNROLL_LIMIT:  # sizes read at run time: shared routine
+            self.entry = shared.entry(run.module, run.spec.entry) or self.entry
         self.state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
         self.state[welch.S_ORDER] = run.order
         layout = welch.euler_parameter_layout(run.module)
@@ -905,6 +907,8 @@ class NewmarkGCP(AccelerationState):
         self.ws = newmark_gcp.workspace(n, m, dep, ind)
         self.state = np.zeros(newmark_gcp.STATE_SIZE, dtype=np.int64)
         self.entry = run.module.newmark_gcp_chunk
+        if n + m > UNROLL_LIMIT:  # sizes read at run time: the shared routine
+            self.entry = shared.entry(run.module, "newmark_gcp_chunk") or self.entry
 
     def counters(self) -> dict[str, Any]:
         s, nm = self.state, newmark_gcp

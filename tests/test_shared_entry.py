@@ -15,6 +15,7 @@ import pytest
 
 import mbdgen
 from mbdgen import steppers
+from mbdgen.compiler import import_generated
 from mbdgen.runtime import shared
 from tests.conftest import GENERATED, run_python
 
@@ -68,3 +69,33 @@ def test_opt_out_and_unshared_methods(slider_crank, monkeypatch):
     monkeypatch.delenv("MBDGEN_SHARED_ENTRY")
     assert shared.entry(slider_crank, "index3_chunk") is None
     assert callable(shared.entry(slider_crank, "abm_chunk"))
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "entry"),
+    [
+        ("slider_crank", "welch1", "welch_chunk"),
+        ("slider_crank", "welch2", "welch_chunk"),
+        ("welch_pendulum3d", "welch2", "welch_chunk"),
+        ("pendulum", "newmark_gcp", "newmark_gcp_chunk"),
+        ("pendulum", "newmark_gcp_fv", "newmark_gcp_chunk"),
+    ],
+)
+def test_shared_implicit_entries_give_the_inlined_bits(
+    slider_crank, pendulum, forced_shared, name, method, entry
+):
+    """The shared Welch and Newmark-GCP routines (every kernel by pointer, sizes read
+    from the workspace) against the module's own entry point, exactly: Welch's plain
+    form (Eq. 44) and its Euler-parameter form (Eq. 43), Newmark-GCP's IMPL and FV."""
+    module = {"slider_crank": slider_crank, "pendulum": pendulum}.get(name)
+    module = module or import_generated(GENERATED / f"{name}.py")
+    assert callable(shared.entry(module, entry))
+    shared_run = mbdgen.simulate(module, method=method, **RUN)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MBDGEN_SHARED_ENTRY", "0")
+        inlined = mbdgen.simulate(module, method=method, **RUN)
+    assert shared_run.q.shape == inlined.q.shape
+    for a, b in ((shared_run.q, inlined.q), (shared_run.qd, inlined.qd),
+                 (shared_run.qdd, inlined.qdd), (shared_run.lam, inlined.lam)):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+    assert len(shared.SHARED[entry].signatures) == 1

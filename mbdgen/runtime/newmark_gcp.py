@@ -608,6 +608,19 @@ def _choose(n, m, ws, ctrl, state):
     return OK
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _factor_iteration_matrix(A, piv, nv):
+    """LU of the iteration matrix in place; a status.  Not inlined into the entry
+    point (the LU is kernel-free: compiled once per installation)."""
+    return lu_factor_inplace(A, piv, nv)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _solve_iteration_matrix(A, piv, b, nv):
+    """b ← A⁻¹ b with the LU of :func:`_factor_iteration_matrix`."""
+    lu_solve_factored(A, piv, b, nv)
+
+
 # Phases of the loop.
 _PH_START = 0  # make q0, q̇0 consistent; q̈_0, λ_0 from Eq. 39
 _PH_NEXT = 1  # a new step begins
@@ -816,12 +829,12 @@ def newmark_gcp_chunk(
             )  # fmt: skip
             state[S_JAC] += 1
             state[S_FACT] += 1
-            if lu_factor_inplace(A, pivA, nv) != OK:
+            if _factor_iteration_matrix(A, pivA, nv) != OK:
                 state[S_JAC_VALID] = 0
                 return SINGULAR
             state[S_JAC_VALID] = 1
             uses = 0
-        lu_solve_factored(A, pivA, dv, nv)
+        _solve_iteration_matrix(A, pivA, dv, nv)
         uses += 1
         nrm = _newton_update(n, m, tol, bh2, ws)
         k += 1

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from numba import njit, types
+from numba.core import config
 from numba.experimental.function_type import WrapperAddressProtocol
 
-from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, partition
+from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, newmark_gcp, partition, welch
 
 _V = types.float64[::1]
 _M = types.float64[:, ::1]
@@ -216,8 +217,9 @@ _KERNELS: dict[tuple[str, str, int], Any] = {}
 
 
 def enabled() -> bool:
-    """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare)."""
-    return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0"
+    """Shared entry points are on unless ``MBDGEN_SHARED_ENTRY=0`` (to compare) or
+    Numba is off (``NUMBA_DISABLE_JIT``: a plain kernel has no compiled wrapper)."""
+    return os.environ.get("MBDGEN_SHARED_ENTRY", "1") != "0" and not config.DISABLE_JIT
 
 
 def sparse_gcp(module: Any) -> bool:
@@ -271,9 +273,81 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
         if routine is None:
             return None
         kern = dynamics_pointer(module)
+    extra = tuple(kernel_pointer(module, k) for k in SHARED_KERNELS.get(name, ()))
 
     def call(*args: Any) -> Any:
-        return routine(kern, *args)
+        return routine(kern, *extra, *args)
 
     call.__name__ = name
     return call
+
+
+# -- Welch (issue 11, item 3): a second kernel, and N_EULER_BODIES read at run time ----
+
+#: ``phi(t, q, p, out)``.
+PHI_SIGNATURE = types.void(types.float64, _V, _V, _V)
+
+#: ``phi_q(t, q, p, out)``, out (m, n).
+PHI_Q_SIGNATURE = types.void(types.float64, _V, _V, _M)
+#: ``force(t, q, qd, p, out)``, ``gamma(t, q, qd, p, out)``.
+RHS_SIGNATURE = types.void(types.float64, _V, _V, _V, _V)
+#: The Jacobian blocks ``mass_a_q(t, q, a, p, out)``, ``force_q(t, q, qd, p, out)``, ...
+BLOCK_SIGNATURE = types.void(types.float64, _V, _V, _V, _M)
+#: The Jacobian-block kernels that Newmark-GCP's iteration matrix uses (Eq. 29).
+NEWMARK_BLOCKS = ("mass_a_q", "phi_q_lam_q", "force_q", "force_qd", "phi_q_a_q", "gamma_q",
+                  "gamma_qd")  # fmt: skip
+
+#: Kernel name → its signature as a first-class function (:func:`kernel_pointer`).
+KERNEL_SIGNATURES: dict[str, Any] = {
+    "dynamics": DYNAMICS_SIGNATURE,
+    "dynamics_values": DYNAMICS_VALUES_SIGNATURE,
+    "phi": PHI_SIGNATURE,
+    "phi_q": PHI_Q_SIGNATURE,
+    "force": RHS_SIGNATURE,
+    "gamma": RHS_SIGNATURE,
+    **dict.fromkeys(NEWMARK_BLOCKS, BLOCK_SIGNATURE),
+}
+
+
+@njit(**_OPTS)
+def welch_chunk(kern, phi_kern, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
+                out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.welch.welch_chunk` with n, m and the number of
+    Euler-parameter bodies (``ws[32]``, their q offsets) read from the workspace."""
+    return welch.welch_chunk(kern, phi_kern, ws[1].shape[0], ws[2].shape[0], ws[32].shape[0],
+                             p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
+                             out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q, phi_q_lam_q, force_q,
+                      force_qd, phi_q_a_q, gamma_q, gamma_qd, p, ctrl, ws, t0, h, x, state,
+                      n_steps, stride, out_t, out_x, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.newmark_gcp.newmark_gcp_chunk` with n, m read from the
+    workspace (Q and Φ are its fields 1 and 2)."""
+    return newmark_gcp.newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q,
+                                         phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q,
+                                         gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws,
+                                         t0, h, x, state, n_steps, stride, out_t, out_x,
+                                         out_aux)  # fmt: skip
+
+
+SHARED["welch_chunk"] = welch_chunk
+SHARED["newmark_gcp_chunk"] = newmark_gcp_chunk
+
+#: Entry point name → the kernels its shared routine takes after ``dynamics``.
+SHARED_KERNELS: dict[str, tuple[str, ...]] = {
+    "welch_chunk": ("phi",),
+    "newmark_gcp_chunk": ("phi", "phi_q", "force", "gamma", *NEWMARK_BLOCKS),
+}
+
+
+def kernel_pointer(module: Any, name: str) -> Any:
+    """The module's kernel ``name`` (one of :data:`KERNEL_SIGNATURES`) as a first-class
+    function (kept per process)."""
+    kernel = getattr(module, name)
+    key = (module.__name__, name, id(kernel))
+    kern = _KERNELS.get(key)
+    if kern is None:
+        kern = _KERNELS[key] = KernelPointer(kernel, KERNEL_SIGNATURES[name])
+    return kern

@@ -164,7 +164,7 @@ def workspace(
 # -- Euler-parameter helpers (nb > 0).  They take arrays only, so they are ordinary
 # cached functions, compiled once for all models rather than inlined into every
 # module's entry point (inlined, they made the first welch2 call on the pendulum take
-# 59 s instead of 19 s).  The plain path (Eq. 44) stays inline, with constant sizes.
+# 59 s instead of 19 s).
 
 
 @njit(cache=True)
@@ -340,10 +340,15 @@ def _record(n, m, mk, keep, row, t, q, qd, qdd, lam, lam_all, phi, phi_q, phi_t,
     out_aux[row, m + 1] = math.sqrt(phid2)
 
 
-# -- both forms: inline, so that the plain path keeps constant sizes --------------------
+# -- both forms.  Kernel-free, so ordinary cached calls as well (compiled once per
+# installation, not inlined into each module's entry point: Numba's IR inliner was
+# 83-89 % of welch_chunk's cold compile).  They read the sizes at run time; the
+# numpy error model matches the entry points they were inlined into before.
+
+_HELPER = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
-@njit(cache=True, inline="always")
+@njit(**_HELPER)
 def _factor(nv, mk, L, B, Wt, u, A, wk):
     """With M_v in L, Q_v in u and B_v in B: L Lᵀ = M_v, u = M_v⁻¹Q_v,
     Wt = (M_v⁻¹B_vᵀ)ᵀ, A = B_v M_v⁻¹ B_vᵀ factored; a status.
@@ -368,7 +373,7 @@ def _factor(nv, mk, L, B, Wt, u, A, wk):
     return cholesky_inplace(A, mk)
 
 
-@njit(cache=True, inline="always")
+@njit(**_HELPER)
 def _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w):
     """q̇ = T(q) v into ``qd`` (and, with Euler parameters, T in ``tc``, Ṫ v in ``w``)."""
     if nb == 0:
@@ -378,7 +383,7 @@ def _prepare(n, nv, nb, quat, vb, tq, tn, tc, q, v, qd, w):
         _transform(nv, nb, quat, vb, tq, tn, tc, q, v, qd, w)
 
 
-@njit(cache=True, inline="always")
+@njit(**_HELPER)
 def _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A):
     """The reduced system of the current evaluation (after :func:`_prepare`)."""
     if nb == 0:  # Eq. 44: T = I, the model's own M, Q and Φ_q
@@ -393,7 +398,13 @@ def _reduce(n, m, nv, mk, nb, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u,
     return _reduce_euler(n, nv, mk, keep, wk, tq, tn, tc, M, Q, phi_q, w, L, B, Wt, u, A)
 
 
-@njit(cache=True, inline="always")
+@njit(**_HELPER)
+def _solve(A, b, mk):
+    """b ← A⁻¹ b with A's Cholesky factor from :func:`_factor`."""
+    cholesky_solve(A, b, mk)
+
+
+@njit(**_HELPER)
 def _accel(nv, mk, Wt, u, lam, out):
     """out = M_v⁻¹(Q_v − B_vᵀ λ) = u − Wtᵀ λ."""
     for i in range(nv):
@@ -462,7 +473,7 @@ def welch_chunk(
             for k in range(nv):
                 s += B[c, k] * u[k]
             lam[c] = wk[c] * s
-        cholesky_solve(A, lam, mk)
+        _solve(A, lam, mk)
         _accel(nv, mk, Wt, u, lam, vdot)
         state[S_NHIST] = 1
         if state[S_STEP] % stride == 0:
@@ -487,7 +498,7 @@ def welch_chunk(
                 s += B[c, k] * v[k]
                 su += B[c, k] * u[k]
             lam[c] = wk[c] * (phi[i] * inv_h * inv_h + s * inv_h + su)
-        cholesky_solve(A, lam, mk)
+        _solve(A, lam, mk)
         _accel(nv, mk, Wt, u, lam, vdot)
         for a in range(nv):
             vp[a] = v[a] + h * vdot[a]
@@ -517,7 +528,7 @@ def welch_chunk(
                     s += B[c, k] * (v[k] - vp[k])
                     su += B[c, k] * u[k]
                 lam[c] = wk[c] * (2.0 * phip[keep[c]] * inv_h * inv_h + 2.0 * s * inv_h + su)
-            cholesky_solve(A, lam, mk)
+            _solve(A, lam, mk)
             _accel(nv, mk, Wt, u, lam, vdot)  # v̇ over the step
             for a in range(nv):
                 vh[a] = v[a] + h * vdot[a]  # v_{n+1}
@@ -550,7 +561,7 @@ def welch_chunk(
     return OK
 
 
-@njit(cache=True, inline="always")
+@njit(**_HELPER)
 def _record_step(n, m, nv, mk, nb, quat, vb, tq, tn, tc, keep, state, t, q, qd, v, vdot,
                  qdd, lam, lam_all, phi, phi_q, phi_t, out_t, out_x, out_f, out_aux):  # fmt: skip
     """Record row state[S_ROW] (q̈ = T v̇ + Ṫ v, λ of the kept rows) and advance it."""
