@@ -27,7 +27,21 @@ import numpy as np
 from numba import njit
 
 from mbdgen.runtime.linalg import lu_solve_inplace
-from mbdgen.runtime.sparse import KktPlan, kkt_assemble, kkt_factor, kkt_plan, kkt_rhs, kkt_solve
+from mbdgen.runtime.sparse import (
+    REFINE_GROWTH,
+    KktPlan,
+    SchurPlan,
+    kkt_assemble,
+    kkt_factor,
+    kkt_plan,
+    kkt_refine,
+    kkt_rhs,
+    kkt_solve,
+    schur_factor,
+    schur_plan,
+    schur_refine,
+    schur_solve,
+)
 from mbdgen.runtime.status import OK
 
 
@@ -118,7 +132,11 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
 class SparseWorkspace(NamedTuple):
     """Preallocated arrays of :func:`index1_rhs_sparse`: the ``dynamics_values`` outputs
     (M and Φ_q as values on the module's MASS and PHI_Q patterns), the KKT plan and
-    the factor's values; Q at [1] and Φ at [2] like the dense workspace."""
+    the factor's values; Q at [1] and Φ at [2] like the dense workspace.
+
+    Where M is block diagonal (absolute coordinates), ``schur`` plans the Schur-complement
+    solve (:func:`~mbdgen.runtime.sparse.schur_factor`), used first; the KKT LU stays
+    as the fallback (``schur.ok`` False, or a pivot the Schur path will not trust)."""
 
     mass: np.ndarray
     force: np.ndarray
@@ -132,6 +150,13 @@ class SparseWorkspace(NamedTuple):
     b: np.ndarray
     work: np.ndarray
     wrow: np.ndarray
+    schur: SchurPlan
+    bval: np.ndarray  # Schur: factored blocks of M, then D⁻¹
+    wval: np.ndarray  # Schur: Ã = Φ_q L⁻ᵀ per segment (M's blocks = L D Lᵀ)
+    sval: np.ndarray  # Schur: LDLᵀ of S
+    sdiag: np.ndarray
+    rhs0: np.ndarray  # the right side, kept for iterative refinement
+    res: np.ndarray
 
 
 def sparse_workspace(
@@ -143,14 +168,23 @@ def sparse_workspace(
     phi_q_cols: np.ndarray,
     active: np.ndarray | None = None,
     plan: KktPlan | None = None,
+    schur: bool | SchurPlan = True,
 ) -> SparseWorkspace:
     """The workspace of :func:`index1_rhs_sparse` for the given static patterns
-    (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one)."""
+    (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one;
+    ``schur``: a :func:`~mbdgen.runtime.sparse.schur_plan` of them to reuse, or False to
+    keep the KKT LU even where the Schur solve applies)."""
     weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
     if weights.shape != (m,):
         raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
     if plan is None:
         plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
+    if isinstance(schur, SchurPlan):
+        sp = schur
+    else:
+        sp = schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols, plan)
+        if not schur:
+            sp = sp._replace(ok=False)
     return SparseWorkspace(
         np.zeros(len(mass_rows)),
         np.zeros(n),
@@ -164,6 +198,13 @@ def sparse_workspace(
         np.zeros(n + m),
         np.zeros(n + m),
         np.zeros(max(plan.aug_rows.shape[0], 1)),
+        sp,
+        np.zeros(sp.bval_size),
+        np.zeros(sp.wval_size),
+        np.zeros(sp.sval_size),
+        np.zeros(m),
+        np.zeros(n + m),
+        np.zeros(n + m),
     )
 
 
@@ -187,11 +228,34 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
         b[n + i] = w * (ws.gamma[i] - 2.0 * alpha * phid[i] - beta2 * ws.phi[i])
         phi2 += ws.phi[i] * ws.phi[i]
         phid2 += phid[i] * phid[i]
+    sp = ws.schur
+    if sp.ok:
+        status, growth = schur_factor(
+            sp, ws.mass, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow, ws.sdiag
+        )
+        if status == OK:
+            refine = growth > REFINE_GROWTH
+            if refine:
+                ws.rhs0[:] = b
+            schur_solve(sp, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow, b, ws.work)
+            if refine:
+                schur_refine(
+                    sp, ws.mass, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow,
+                    ws.rhs0, b, ws.res, ws.work,
+                )  # fmt: skip
+            return status, math.sqrt(phi2), math.sqrt(phid2)
+    # the general LU of K, refined once: it runs where the Schur path does not apply
+    # or does not trust a pivot, so its growth is not known to be small
     kkt_assemble(plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
     status = kkt_factor(plan, ws.val)
     if status == OK:
+        ws.rhs0[:] = b
         kkt_rhs(plan, ws.phi_q, ws.active, ws.wrow, b)
         kkt_solve(plan, ws.val, b, ws.work)
+        kkt_refine(
+            plan, sp.h_rows, sp.h_cols, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow,
+            ws.rhs0, b, ws.res, ws.work,
+        )  # fmt: skip
     return status, math.sqrt(phi2), math.sqrt(phid2)
 
 
