@@ -224,7 +224,6 @@ class Stepper:
             return index1.sparse_workspace(
                 run.n, run.m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS,
                 module.PHI_Q_COLS, run.removed.active, plan=_index1_plan(module),
-                schur=_index1_schur_plan(module),
             )  # fmt: skip
         return index1.workspace(run.n, run.m, run.removed.active)
 
@@ -251,18 +250,6 @@ def _index1_plan(module: Any) -> sparse.KktPlan:
             module.PHI_Q_ROWS, module.PHI_Q_COLS,
         )  # fmt: skip
         module._mbdgen_index1_plan = plan
-    return plan
-
-
-def _index1_schur_plan(module: Any) -> sparse.SchurPlan:
-    """The module's Schur-complement plan (over its block-diagonal M), once per module."""
-    plan = getattr(module, "_mbdgen_index1_schur_plan", None)
-    if plan is None:
-        plan = sparse.schur_plan(
-            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
-            module.PHI_Q_ROWS, module.PHI_Q_COLS, _index1_plan(module),
-        )  # fmt: skip
-        module._mbdgen_index1_schur_plan = plan
     return plan
 
 

@@ -29,14 +29,17 @@ from numba import njit
 from mbdgen.runtime.linalg import lu_solve_inplace
 from mbdgen.runtime.sparse import (
     REFINE_GROWTH,
+    REFINE_PIVOT_GROWTH,
     KktPlan,
     SchurPlan,
     kkt_assemble,
     kkt_factor,
+    kkt_pivot_growth,
     kkt_plan,
     kkt_refine,
     kkt_rhs,
     kkt_solve,
+    no_schur_plan,
     schur_factor,
     schur_plan,
     schur_refine,
@@ -134,9 +137,10 @@ class SparseWorkspace(NamedTuple):
     (M and Φ_q as values on the module's MASS and PHI_Q patterns), the KKT plan and
     the factor's values; Q at [1] and Φ at [2] like the dense workspace.
 
-    Where M is block diagonal (absolute coordinates), ``schur`` plans the Schur-complement
-    solve (:func:`~mbdgen.runtime.sparse.schur_factor`), used first; the KKT LU stays
-    as the fallback (``schur.ok`` False, or a pivot the Schur path will not trust)."""
+    Where M is block diagonal (absolute coordinates) and the workspace asks for it,
+    ``schur`` plans the Schur-complement solve (:func:`~mbdgen.runtime.sparse.schur_factor`),
+    used first; the KKT LU is the default and the fallback (``schur.ok`` False, or a pivot
+    the Schur path will not trust).  Either is refined once where its pivots grew."""
 
     mass: np.ndarray
     force: np.ndarray
@@ -168,12 +172,13 @@ def sparse_workspace(
     phi_q_cols: np.ndarray,
     active: np.ndarray | None = None,
     plan: KktPlan | None = None,
-    schur: bool | SchurPlan = True,
+    schur: bool | SchurPlan = False,
 ) -> SparseWorkspace:
     """The workspace of :func:`index1_rhs_sparse` for the given static patterns
     (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one;
-    ``schur``: a :func:`~mbdgen.runtime.sparse.schur_plan` of them to reuse, or False to
-    keep the KKT LU even where the Schur solve applies)."""
+    ``schur``: True (or a :func:`~mbdgen.runtime.sparse.schur_plan` of them) to solve
+    by the Schur complement where it applies; off by default, since it is not yet
+    faster per step than the KKT LU — see the design notes)."""
     weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
     if weights.shape != (m,):
         raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
@@ -181,10 +186,10 @@ def sparse_workspace(
         plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
     if isinstance(schur, SchurPlan):
         sp = schur
-    else:
+    elif schur:
         sp = schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols, plan)
-        if not schur:
-            sp = sp._replace(ok=False)
+    else:  # no Schur solve; the plan keeps the patterns for kkt_refine
+        sp = no_schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
     return SparseWorkspace(
         np.zeros(len(mass_rows)),
         np.zeros(n),
@@ -244,18 +249,24 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
                     ws.rhs0, b, ws.res, ws.work,
                 )  # fmt: skip
             return status, math.sqrt(phi2), math.sqrt(phid2)
-    # the general LU of K, refined once: it runs where the Schur path does not apply
-    # or does not trust a pivot, so its growth is not known to be small
+    # the general LU of K, refined once where its pivots grew (Li & Demmel 1998)
     kkt_assemble(plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
+    N = n + m
+    diag0 = ws.res  # free until a refinement step needs it
+    for k in range(N):
+        diag0[k] = ws.val[k]
     status = kkt_factor(plan, ws.val)
     if status == OK:
-        ws.rhs0[:] = b
+        refine = kkt_pivot_growth(plan, diag0, ws.val) > REFINE_PIVOT_GROWTH
+        if refine:
+            ws.rhs0[:] = b
         kkt_rhs(plan, ws.phi_q, ws.active, ws.wrow, b)
         kkt_solve(plan, ws.val, b, ws.work)
-        kkt_refine(
-            plan, sp.h_rows, sp.h_cols, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow,
-            ws.rhs0, b, ws.res, ws.work,
-        )  # fmt: skip
+        if refine:
+            kkt_refine(
+                plan, sp.h_rows, sp.h_cols, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val,
+                ws.wrow, ws.rhs0, b, ws.res, ws.work,
+            )  # fmt: skip
     return status, math.sqrt(phi2), math.sqrt(phid2)
 
 
