@@ -32,6 +32,17 @@ Python, by :func:`kkt_plan`:
 
 The numeric routines (:func:`kkt_factor`, :func:`kkt_solve`) take only arrays, so
 they are compiled once per installation and shared by every model and integrator.
+
+Two additions for the index-1 system (B = Aᵀ, H = M symmetric):
+
+4. **Schur complement** (:func:`schur_plan`, :func:`schur_factor`, :func:`schur_solve`)
+   where H is block diagonal with small blocks (absolute coordinates): L D Lᵀ of each
+   block, S = A H⁻¹ Aᵀ on a planned pattern, sparse LDLᵀ of S.  Opt-in: not yet faster
+   per step than the LU here (design notes).
+5. **Iterative refinement** (Li & Demmel 1998, static pivoting + refinement):
+   :func:`kkt_refine` / :func:`schur_refine` take one step x += K⁻¹(b − K x) when the
+   pivots grew (:func:`kkt_pivot_growth` > ``REFINE_PIVOT_GROWTH``; the Schur
+   factorization's growth > ``REFINE_GROWTH``).
 """
 
 from __future__ import annotations
