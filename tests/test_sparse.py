@@ -44,6 +44,25 @@ def _sparse_solve(plan, h_val, a_val, b_val, active, rhs):
     return status, x
 
 
+def _schur_solve(plan, h_val, a_val, active, rhs, refine=False):
+    """The Schur-complement solve of K x = rhs (B = Aᵀ), with one refinement step."""
+    n, m = plan.n, plan.m
+    bval, wval = np.zeros(plan.bval_size), np.zeros(plan.wval_size)
+    sval, sdiag = np.zeros(plan.sval_size), np.zeros(m)
+    wrow = np.zeros(max(plan.aug_rows.size, 1))
+    status, growth = sparse.schur_factor(plan, h_val, a_val, active, bval, wval, sval, wrow, sdiag)
+    x = rhs.copy()
+    if status == OK:
+        work = np.zeros(n + m)
+        sparse.schur_solve(plan, a_val, active, bval, wval, sval, wrow, x, work)
+        if refine:
+            res = np.zeros(n + m)
+            sparse.schur_refine(
+                plan, h_val, a_val, active, bval, wval, sval, wrow, rhs, x, res, work
+            )
+    return status, growth, x
+
+
 def _random_mechanism(rng, n_bodies: int, spatial: bool, loops: int):
     """Patterns and values of a random tree of bodies (each joined to a random earlier
     body or the ground) plus ``loops`` extra joints closing loops.
@@ -127,6 +146,15 @@ def test_random_trees_and_loops_match_dense(spatial, loops, seed):
         cond = np.linalg.cond(K)
         assert cond < 1e4
         assert np.max(np.abs(x - ref)) <= RTOL * np.max(np.abs(ref)), cond
+    # the Schur complement over the block-diagonal H (symmetric case), with and
+    # without a refinement step
+    splan = sparse.schur_plan(n, m, hr, hc, ar, ac)
+    assert splan.ok and splan.max_block == (4 if spatial else 3)  # mI, 4GᵀJ′G; diag(m, m, J)
+    ref = np.linalg.solve(_dense_k(n, m, hr, hc, hv, ar, ac, av, av, active), rhs)
+    for refine in (False, True):
+        status, _, x = _schur_solve(splan, hv, av, active, rhs, refine)
+        assert status == OK
+        assert np.max(np.abs(x - ref)) <= RTOL * np.max(np.abs(ref))
 
 
 def test_removed_rows_and_a_redundant_row():
@@ -151,6 +179,15 @@ def test_removed_rows_and_a_redundant_row():
     ref = np.linalg.solve(K, rhs)
     assert np.max(np.abs(x - ref)) <= RTOL * np.max(np.abs(ref))
     assert x[n + m] == 0.0
+    # the Schur path: the duplicate row is a vanishing pivot of S (the index-1 solve
+    # then falls back to the LU above, which names it); removed, the same solution
+    splan = sparse.schur_plan(n, m + 1, hr, hc, ar2, ac2)
+    status, _, _ = _schur_solve(splan, hv, av2, np.ones(m + 1), rhs)
+    assert status == SINGULAR
+    status, _, xs = _schur_solve(splan, hv, av2, active, rhs, refine=True)
+    assert status == OK
+    assert np.max(np.abs(xs - ref)) <= RTOL * np.max(np.abs(ref))
+    assert xs[n + m] == 0.0
 
 
 def test_plan_is_deterministic_and_linear_in_a_chain():
@@ -176,13 +213,22 @@ def test_plan_is_deterministic_and_linear_in_a_chain():
     small, large = sparse.kkt_plan(*pattern(100)), sparse.kkt_plan(*pattern(400))
     assert large.nnz <= 4.1 * small.nnz
     assert large.upd.size <= 4.1 * small.upd.size
+    a = sparse.schur_plan(*pattern(40))
+    b = sparse.schur_plan(*pattern(40))
+    for name, x, y in zip(a._fields, a, b, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), name
+    small, large = sparse.schur_plan(*pattern(100)), sparse.schur_plan(*pattern(400))
+    assert small.ok and small.max_block == 1  # M = diag(m, m, J): 1 × 1 blocks
+    for key in ("nbr", "upd", "tri_pos", "seg_e"):
+        assert getattr(large, key).size <= 4.1 * getattr(small, key).size, key
 
 
 EXAMPLES = sorted(p.stem for p in GENERATED.glob("*.py"))
 
 
-def _index1_both(module, rng, active):
-    """Dense and sparse index-1 solutions at a random state near q0."""
+def _index1_both(module, rng, active, schur=True):
+    """Dense and sparse index-1 solutions at a random state near q0 (``schur``: the
+    Schur-complement path where it applies, else the KKT LU)."""
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     q = module.Q0 + 0.01 * rng.standard_normal(n)
     qd = 0.1 * rng.standard_normal(n)
@@ -195,36 +241,30 @@ def _index1_both(module, rng, active):
         n, m, qd, 1.0, 4.0, mass, force, phi, phi_q, phi_t, gamma, act, A, b
     )
     ws = index1.sparse_workspace(
-        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, active
-    )
+        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, active,
+        schur=schur,
+    )  # fmt: skip
+    assert ws.schur.ok == schur  # every example's M is block diagonal with small blocks
     module.dynamics_values(0.3, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
     return dense, b, index1.solve_index1_sparse(n, m, qd, 1.0, 4.0, ws), ws.b
 
 
-#: Static pivoting (the plan's order, no row exchanges) grows on A05's slender rods:
-#: the sparse backward error there is 1.2e-13 against the dense LU's 3e-17 (cond(K) is
-#: only 240), so the solutions differ by 3e-13 to 2.4e-12 relative at the two states.
-#: The known remedy, one step of iterative refinement when the multipliers grow (Li &
-#: Demmel 1998, static pivoting + refinement), is not built yet.
-_GROWTH = pytest.mark.xfail(
-    reason="static-pivoting growth on A05's slender rods; iterative refinement not built",
-    strict=True,
-)
+@pytest.mark.parametrize("schur", [True, False], ids=["schur", "kkt_lu"])
+@pytest.mark.parametrize("name", EXAMPLES + ["element_zoo"])
+def test_models_index1_sparse_equals_dense(name, schur, request):
+    """The sparse index-1 solve (dynamics_values + Schur complement or KKT LU) equals
+    the dense LU of Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 at random states near q0,
+    for every example model (whichever solver its entry points use) and the element
+    zoo.  Rows the model's own assembly removes as redundant (Bricard's J6[4]) get
+    weight 0 on all paths: with them the dense LU itself is at the mercy of rounding.
 
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=_GROWTH) if n == "iftomm_a05_flyball_governor" else n
-        for n in EXAMPLES + ["element_zoo"]
-    ],
-)
-def test_models_index1_sparse_equals_dense(name, request):
-    """The sparse index-1 solve (dynamics_values + KKT plan) equals the dense LU of
-    Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 at random states near q0, for every
-    example model (whichever solver its entry points use) and the element zoo.
-    Rows the model's own assembly removes as redundant (Bricard's J6[4]) get weight 0
-    on both paths: with them the dense LU itself is at the mercy of rounding."""
+    A05's slender rods make the pivots grow (the KKT LU's static pivots and the Schur
+    factorization alike: growth ~1e5, the others below 200); without a refinement step
+    the solutions differ by up to 4e-12 relative, with one step of iterative refinement
+    (Li & Demmel 1998) by ~3e-16.  The Schur path refines when its growth exceeds
+    REFINE_GROWTH, the KKT LU (the default) when a coordinate's pivot fell below its
+    diagonal entry by more than REFINE_PIVOT_GROWTH: on A05 only (310-333; the other
+    examples at most 17.5), so every other model's solve is bit for bit as before."""
     if name == "element_zoo":
         module = request.getfixturevalue("element_zoo")
     else:
@@ -238,6 +278,22 @@ def test_models_index1_sparse_equals_dense(name, request):
         assert st == st2 == OK
         assert (pn2, pdn2) == pytest.approx((pn, pdn), rel=1e-14)
         assert np.max(np.abs(b2 - b)) <= RTOL * np.max(np.abs(b))
+    if not schur:  # when the LU refines: A05 only
+        ws = index1.sparse_workspace(
+            module.N_COORDINATES, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS,
+            module.PHI_Q_COLS, active,
+        )  # fmt: skip
+        x = module.Q0 + 0.01 * rng.standard_normal(module.N_COORDINATES)
+        p = np.concatenate([module.P_DEFAULT, module.X0])[: module.N_PARAMETERS + module.N_STATES]
+        module.dynamics_values(
+            0.3, x, 0 * x, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma
+        )
+        sparse.kkt_assemble(ws.plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
+        diag0 = ws.val[: ws.plan.size].copy()
+        assert sparse.kkt_factor(ws.plan, ws.val) == OK
+        growth = sparse.kkt_pivot_growth(ws.plan, diag0, ws.val)
+        refines = growth > sparse.REFINE_PIVOT_GROWTH
+        assert refines == (name == "iftomm_a05_flyball_governor"), growth
 
 
 def test_sparse_time_loop_allocates_nothing_per_step():

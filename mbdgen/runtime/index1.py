@@ -27,7 +27,24 @@ import numpy as np
 from numba import njit
 
 from mbdgen.runtime.linalg import lu_solve_inplace
-from mbdgen.runtime.sparse import KktPlan, kkt_assemble, kkt_factor, kkt_plan, kkt_rhs, kkt_solve
+from mbdgen.runtime.sparse import (
+    REFINE_GROWTH,
+    REFINE_PIVOT_GROWTH,
+    KktPlan,
+    SchurPlan,
+    kkt_assemble,
+    kkt_factor,
+    kkt_pivot_growth,
+    kkt_plan,
+    kkt_refine,
+    kkt_rhs,
+    kkt_solve,
+    no_schur_plan,
+    schur_factor,
+    schur_plan,
+    schur_refine,
+    schur_solve,
+)
 from mbdgen.runtime.status import OK
 
 
@@ -118,7 +135,12 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
 class SparseWorkspace(NamedTuple):
     """Preallocated arrays of :func:`index1_rhs_sparse`: the ``dynamics_values`` outputs
     (M and Φ_q as values on the module's MASS and PHI_Q patterns), the KKT plan and
-    the factor's values; Q at [1] and Φ at [2] like the dense workspace."""
+    the factor's values; Q at [1] and Φ at [2] like the dense workspace.
+
+    Where M is block diagonal (absolute coordinates) and the workspace asks for it,
+    ``schur`` plans the Schur-complement solve (:func:`~mbdgen.runtime.sparse.schur_factor`),
+    used first; the KKT LU is the default and the fallback (``schur.ok`` False, or a pivot
+    the Schur path will not trust).  Either is refined once where its pivots grew."""
 
     mass: np.ndarray
     force: np.ndarray
@@ -132,6 +154,13 @@ class SparseWorkspace(NamedTuple):
     b: np.ndarray
     work: np.ndarray
     wrow: np.ndarray
+    schur: SchurPlan
+    bval: np.ndarray  # Schur: factored blocks of M, then D⁻¹
+    wval: np.ndarray  # Schur: Ã = Φ_q L⁻ᵀ per segment (M's blocks = L D Lᵀ)
+    sval: np.ndarray  # Schur: LDLᵀ of S
+    sdiag: np.ndarray
+    rhs0: np.ndarray  # the right side, kept for iterative refinement
+    res: np.ndarray
 
 
 def sparse_workspace(
@@ -143,14 +172,24 @@ def sparse_workspace(
     phi_q_cols: np.ndarray,
     active: np.ndarray | None = None,
     plan: KktPlan | None = None,
+    schur: bool | SchurPlan = False,
 ) -> SparseWorkspace:
     """The workspace of :func:`index1_rhs_sparse` for the given static patterns
-    (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one)."""
+    (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one;
+    ``schur``: True (or a :func:`~mbdgen.runtime.sparse.schur_plan` of them) to solve
+    by the Schur complement where it applies; off by default, since it is not yet
+    faster per step than the KKT LU — see the design notes)."""
     weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
     if weights.shape != (m,):
         raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
     if plan is None:
         plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
+    if isinstance(schur, SchurPlan):
+        sp = schur
+    elif schur:
+        sp = schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols, plan)
+    else:  # no Schur solve; the plan keeps the patterns for kkt_refine
+        sp = no_schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
     return SparseWorkspace(
         np.zeros(len(mass_rows)),
         np.zeros(n),
@@ -164,6 +203,13 @@ def sparse_workspace(
         np.zeros(n + m),
         np.zeros(n + m),
         np.zeros(max(plan.aug_rows.shape[0], 1)),
+        sp,
+        np.zeros(sp.bval_size),
+        np.zeros(sp.wval_size),
+        np.zeros(sp.sval_size),
+        np.zeros(m),
+        np.zeros(n + m),
+        np.zeros(n + m),
     )
 
 
@@ -187,11 +233,40 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
         b[n + i] = w * (ws.gamma[i] - 2.0 * alpha * phid[i] - beta2 * ws.phi[i])
         phi2 += ws.phi[i] * ws.phi[i]
         phid2 += phid[i] * phid[i]
+    sp = ws.schur
+    if sp.ok:
+        status, growth = schur_factor(
+            sp, ws.mass, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow, ws.sdiag
+        )
+        if status == OK:
+            refine = growth > REFINE_GROWTH
+            if refine:
+                ws.rhs0[:] = b
+            schur_solve(sp, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow, b, ws.work)
+            if refine:
+                schur_refine(
+                    sp, ws.mass, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow,
+                    ws.rhs0, b, ws.res, ws.work,
+                )  # fmt: skip
+            return status, math.sqrt(phi2), math.sqrt(phid2)
+    # the general LU of K, refined once where its pivots grew (Li & Demmel 1998)
     kkt_assemble(plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
+    N = n + m
+    diag0 = ws.res  # free until a refinement step needs it
+    for k in range(N):
+        diag0[k] = ws.val[k]
     status = kkt_factor(plan, ws.val)
     if status == OK:
+        refine = kkt_pivot_growth(plan, diag0, ws.val) > REFINE_PIVOT_GROWTH
+        if refine:
+            ws.rhs0[:] = b
         kkt_rhs(plan, ws.phi_q, ws.active, ws.wrow, b)
         kkt_solve(plan, ws.val, b, ws.work)
+        if refine:
+            kkt_refine(
+                plan, sp.h_rows, sp.h_cols, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val,
+                ws.wrow, ws.rhs0, b, ws.res, ws.work,
+            )  # fmt: skip
     return status, math.sqrt(phi2), math.sqrt(phid2)
 
 
