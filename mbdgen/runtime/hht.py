@@ -115,7 +115,11 @@ bit for bit.
 
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
-the scalars passed to :func:`residual` and :func:`iteration_matrix`.
+the scalars passed to :func:`residual` and :func:`iteration_matrix`.  Its linear
+algebra (the ``la_*`` operations) is chosen by the workspace's type: dense
+(n + m + nd)² arrays and LU with partial pivoting here, or the Newton matrix on the
+compile-time sparse patterns of :mod:`mbdgen.runtime.sparse_newton` for the modules
+whose entry point binds the ``*_values`` kernels (``LINEAR_ALGEBRA = "sparse"``).
 """
 
 from __future__ import annotations
