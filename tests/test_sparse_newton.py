@@ -185,7 +185,9 @@ def test_plan_is_cached_and_deterministic():
 def test_sparse_index3_loop_allocates_nothing_per_step():
     """DESIGN rule 1 on the sparse Newton path: Andrews' mechanism (sparse entry point)
     with HHT at a fixed step, 10 and 400 steps, and hht_adaptive at two tolerances:
-    Numba's allocation counter does not grow with the number of steps."""
+    Numba's allocation counter does not grow with the number of steps.  And rule 7:
+    a second process loads the entry point from Numba's cache (the linear algebra is
+    resolved by the workspace's type when it is compiled, not at run time)."""
     code = """
 import json, mbdgen
 from numba.core.runtime import _nrt_python, rtsys
@@ -205,8 +207,28 @@ for method, keywords in (
     before = rtsys.get_allocation_stats().alloc
     r = mbdgen.simulate(m, method=method, **keywords)
     counts.append([rtsys.get_allocation_stats().alloc - before, r.counters["steps"]])
-print(json.dumps(counts))
+stats = m.index3_chunk.stats
+print(json.dumps([counts, sum(stats.cache_hits.values()), sum(stats.cache_misses.values())]))
 """
-    counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
+    run_python(code, env={"NUMBA_NRT_STATS": "1"})  # fills the cache if it is cold
+    counts, hits, misses = json.loads(
+        run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1]
+    )
+    assert (hits, misses) == (1, 0)
     assert counts[2][0] == counts[1][0] and counts[5][0] == counts[4][0], counts
     assert counts[2][1] > 10 * counts[1][1] and counts[5][1] > 3 * counts[4][1], counts
+
+
+def test_a_singular_sparse_newton_matrix_is_named():
+    """The failure message of a SINGULAR status from the sparse workspace (M and Φ_q
+    as values) names the redundant rows, as it does from the dense one."""
+    from mbdgen.diagnose import explain_failure
+
+    module = import_generated(GENERATED / "iftomm_a04_bricard.py")
+    n, m, nd, q, qd, qdd, lam, p = _state(module, np.random.default_rng(4))
+    status, ws = _sparse(module, 0.0, module.Q0, qd, qdd, lam, p, -0.1, 1e-7, 1e-3, 1e-3,
+                         np.ones(m))  # fmt: skip
+    assert status == SINGULAR
+    result = type("Partial", (), {"t": np.zeros(1), "q": module.Q0[None], "qd": qd[None]})()
+    message = explain_failure(module, status, ws, result, family="hht")
+    assert "redundant at t0" in message and "J6" in message, message
