@@ -125,10 +125,12 @@ whose entry point binds the ``*_values`` kernels (``LINEAR_ALGEBRA = "sparse"``)
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import overload
 
 from mbdgen.runtime import stepsize
@@ -612,7 +614,15 @@ def _typed_ops(ws_type: Any) -> dict[str, Any]:
 
 # The ``la_*`` functions: in Python (NUMBA_DISABLE_JIT) they look the operation up by
 # the workspace's class, in compiled code the overloads below resolve it when the loop
-# is typed, so each entry point contains only its own linear algebra.
+# is typed, so each entry point contains only its own linear algebra.  They are inlined
+# (typed IR), as the code they replaced was: as calls, the dense operations lose the
+# constant sizes of the small models (the slider-crank's HHT step took 1.24x as long).
+# Numba's SSA pass then reports variables of the inlined overloads "not in scope", a
+# pedantic check of its own (NumbaIRAssumptionWarning) on correct code: silenced for
+# these functions only.
+warnings.filterwarnings(
+    "ignore", message=r"variable '_ol_\w+__locals__", category=NumbaIRAssumptionWarning
+)
 
 
 def la_start(n, m, nd, ws):
@@ -647,49 +657,49 @@ def la_record(row, t, x, ws, qd, out_t, out_x, out_aux):
     return _ops_of(type(ws))["record"](row, t, x, ws, qd, out_t, out_x, out_aux)
 
 
-@overload(la_start)
+@overload(la_start, inline="always")
 def _ol_start(n, m, nd, ws):
     f = _typed_ops(ws)["start"]
     return lambda n, m, nd, ws: f(n, m, nd, ws)
 
 
-@overload(la_newton)
+@overload(la_newton, inline="always")
 def _ol_newton(n, m, nd, alpha, bh2, gh, gx, ws):
     f = _typed_ops(ws)["newton"]
     return lambda n, m, nd, alpha, bh2, gh, gx, ws: f(n, m, nd, alpha, bh2, gh, gx, ws)
 
 
-@overload(la_factor)
+@overload(la_factor, inline="always")
 def _ol_factor(ws, size):
     f = _typed_ops(ws)["factor"]
     return lambda ws, size: f(ws, size)
 
 
-@overload(la_solve)
+@overload(la_solve, inline="always")
 def _ol_solve(ws, size):
     f = _typed_ops(ws)["solve"]
     return lambda ws, size: f(ws, size)
 
 
-@overload(la_residual)
+@overload(la_residual, inline="always")
 def _ol_residual(n, m, alpha, bh2, ws, qdd1, lam1, e):
     f = _typed_ops(ws)["residual"]
     return lambda n, m, alpha, bh2, ws, qdd1, lam1, e: f(n, m, alpha, bh2, ws, qdd1, lam1, e)
 
 
-@overload(la_r_prev)
+@overload(la_r_prev, inline="always")
 def _ol_r_prev(n, m, ws, lam):
     f = _typed_ops(ws)["r_prev"]
     return lambda n, m, ws, lam: f(n, m, ws, lam)
 
 
-@overload(la_mass_scale)
+@overload(la_mass_scale, inline="always")
 def _ol_mass_scale(n, ws):
     f = _typed_ops(ws)["mass_scale"]
     return lambda n, ws: f(n, ws)
 
 
-@overload(la_record)
+@overload(la_record, inline="always")
 def _ol_record(row, t, x, ws, qd, out_t, out_x, out_aux):
     f = _typed_ops(ws)["record"]
     return lambda row, t, x, ws, qd, out_t, out_x, out_aux: f(
