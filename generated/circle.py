@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4aaeb98f65028edd"
-ABI_HASH = "973383f7dd75d60b"
+COMPILER_HASH = "6281a42406e12131"
+ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "57db7eb63ef73d93d307fd8c6fe35205eefcb5e416bee8fe8a6eb3378cb52512"
+BODY_HASH = "2cc7e13892aaad56e7328ac64a811caa70958e949a122b7cdfb07ea7966cace5"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4aaeb98f65028edd"
-ABI_HASH = "973383f7dd75d60b"
+COMPILER_HASH = "6281a42406e12131"
+ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b142f13f16ae8e3c554f691e34f3f048a8e7d7497ed5b7af2d5f4dabc092aca2"
+BODY_HASH = "38bf762263ee7bafaa42baf6276a5f5bde6bfd2f177e3473949a071f5ed1773e"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

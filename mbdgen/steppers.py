@@ -52,6 +52,7 @@ from mbdgen.runtime import (
     partition,
     shared,
     sparse,
+    sparse_newton,
     welch,
 )
 from mbdgen.runtime.status import NEWTON_FAILED
@@ -251,6 +252,19 @@ def _index1_plan(module: Any) -> sparse.KktPlan:
         )  # fmt: skip
         module._mbdgen_index1_plan = plan
     return plan
+
+
+def _index3_workspace(run: Run, t_out: np.ndarray | None) -> Any:
+    """The index-3 loop's workspace: on the sparse patterns where the module's entry
+    point binds the sparse Newton matrix (:mod:`mbdgen.runtime.sparse_newton`)."""
+    n_params = run.p.size - run.nd
+    if getattr(run.module, "LINEAR_ALGEBRA", "dense") == "sparse":
+        return sparse_newton.module_workspace(
+            run.module, t_out, n_params=n_params, active=run.removed.active
+        )
+    return hht.workspace(
+        run.n, run.m, t_out, nd=run.nd, n_params=n_params, active=run.removed.active
+    )
 
 
 @lru_cache(maxsize=16)
@@ -557,9 +571,7 @@ class HHT(AccelerationState):
 
     def _setup(self) -> None:
         run = self.run
-        self.ws = hht.workspace(
-            run.n, run.m, nd=run.nd, n_params=run.p.size - run.nd, active=run.removed.active
-        )
+        self.ws = _index3_workspace(run, None)
 
     def control(self) -> np.ndarray:
         """The runtime's ``ctrl`` vector for the options."""
@@ -712,14 +724,7 @@ class ErrorControlled:
         run = self.run
         t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         t_out[-1] = min(t_out[-1], run.t_end)
-        self.ws = hht.workspace(
-            run.n,
-            run.m,
-            t_out,
-            nd=run.nd,
-            n_params=run.p.size - run.nd,
-            active=run.removed.active,
-        )
+        self.ws = _index3_workspace(run, t_out)
         o, f = run.options, self.ws.fstate
         span = run.t_end - run.t0
         h_max = o["h_max"] if o["h_max"] is not None else span

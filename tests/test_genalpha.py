@@ -24,6 +24,7 @@ from mbdgen.compiler import import_generated
 from mbdgen.errors import MbdgenError
 from mbdgen.runtime import genalpha as ga
 from mbdgen.runtime import hht as rt
+from mbdgen.runtime import sparse_newton
 
 RHOS = (1.0, 0.9, 0.8, 0.5, 0.0)
 
@@ -156,7 +157,8 @@ def _steps(module, entry, ctrl, h, steps):
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     x = np.zeros(rt.state_width(n, m))
     x[:n], x[n : 2 * n] = module.Q0, module.QD0
-    ws = rt.workspace(n, m)
+    sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"  # its entry's Newton matrix
+    ws = sparse_newton.module_workspace(module) if sparse else rt.workspace(n, m)
     state = np.zeros(rt.STATE_SIZE, dtype=np.int64)
     rows = steps + 1
     outs = np.zeros(rows), np.zeros((rows, x.size)), np.zeros((rows, 2))

@@ -325,6 +325,16 @@ SPARSE_LIMIT = 20
 #: The index-1 binding of the dense path and its sparse replacement.
 _DENSE_INDEX1 = ("rt.index1.index1_rhs", "dynamics")
 _SPARSE_INDEX1 = ("rt.index1.index1_rhs_sparse", "dynamics_values")
+#: The index-3 loop (HHT-α, generalized-α) and its kernels, dense and on the sparse
+#: patterns (:mod:`mbdgen.runtime.sparse_newton`): a ``*_values`` kernel for each block
+#: of the Newton matrix.
+_DENSE_INDEX3 = "hht.index3_chunk"
+_SPARSE_INDEX3 = (
+    "hht.index3_chunk",
+    ("dynamics_values", "mass_a_q_values", "phi_q_lam_q_values", "force_q_values")
+    + ("force_qd_values", "state_rate", "state_rate_q_values", "state_rate_qd_values")
+    + ("state_rate_x_values", "force_x_values"),
+)
 
 
 def linear_algebra(n: int, m: int, mechanism: bool) -> str:
@@ -336,12 +346,15 @@ def linear_algebra(n: int, m: int, mechanism: bool) -> str:
 def entry_points_for(n: int, m: int, nd: int = 0, linalg: str = "dense") -> tuple[EntryPoint, ...]:
     """:data:`ENTRY_POINTS` with the sizes bound as constants or read at run time
     (the index-3 methods' Newton matrix is (n + m + nd)²), and with the sparse
-    index-1 right side where ``linalg`` is "sparse"."""
+    index-1 right side and index-3 Newton matrix where ``linalg`` is "sparse"."""
     points = ENTRY_POINTS
     if linalg == "sparse":
+        target3, kernels3 = _SPARSE_INDEX3
         points = tuple(
             EntryPoint(e.name, e.target, _SPARSE_INDEX1 + e.bound[2:], e.args)
             if e.bound[:2] == _DENSE_INDEX1
+            else EntryPoint(e.name, target3, kernels3 + e.bound[len(kernels3) :], e.args)
+            if e.target == _DENSE_INDEX3
             else e
             for e in points
         )
@@ -365,6 +378,8 @@ def abi_hash() -> str:
             UNROLL_LIMIT,
             STATE_RATE_BLOCKS,
             SPARSE_LIMIT,
+            _SPARSE_INDEX1,
+            _SPARSE_INDEX3,
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -115,16 +115,23 @@ bit for bit.
 
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
-the scalars passed to :func:`residual` and :func:`iteration_matrix`.
+the scalars passed to :func:`residual` and :func:`iteration_matrix`.  Its linear
+algebra (the ``la_*`` operations) is chosen by the workspace's type: dense
+(n + m + nd)² arrays and LU with partial pivoting here, or the Newton matrix on the
+compile-time sparse patterns of :mod:`mbdgen.runtime.sparse_newton` for the modules
+whose entry point binds the ``*_values`` kernels (``LINEAR_ALGEBRA = "sparse"``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.core.errors import NumbaIRAssumptionWarning
+from numba.extending import overload
 
 from mbdgen.runtime import stepsize
 from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored
@@ -470,10 +477,25 @@ def iteration_matrix(
     phi_q_lam_q(t, q1, lam1, p, plq)
     force_q(t, q1, qd1, p, fq)
     force_qd(t, q1, qd1, p, fqd)
+    _newton_block(n, m, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, active, A)
+
+
+@njit(cache=True, inline="always")
+def _newton_block(n, m, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, active, A):
+    """The (n + m)² block of Eq. 12 (M̂ of Eq. 14) from the evaluated Jacobian blocks."""
     c = 1.0 / (1.0 + alpha)
     for i in range(n):
         for j in range(n):
             A[i, j] = c * mass[i, j] + (c * maq[i, j] + plq[i, j] - fq[i, j]) * bh2 - fqd[i, j] * gh
+    constraint_block(n, m, phi_q, active, A)
+
+
+@njit(cache=True, inline="always")
+def constraint_block(n, m, phi_q, active, A):
+    """The constraint rows and columns of the (n + m)² saddle-point matrices of the
+    index-3 loop (the start-up's Haug 1989 Eq. 7.2.1, Negrut et al. 2007 Eq. 12):
+    rows n + i = w_i Φ_q,i, columns n + i = Φ_q,iᵀ, diagonal 1 − w_i (``active[i]`` =
+    w_i = 0: a removed redundant row, whose equation is λ_i = 0), zero elsewhere."""
     for i in range(m):
         w = active[i]
         for j in range(n):
@@ -482,6 +504,207 @@ def iteration_matrix(
         for j in range(m):
             A[n + i, n + j] = 0.0
         A[n + i, n + i] = 1.0 - w
+
+
+# The linear algebra of the index-3 loop, dense: (n + m + nd)² arrays and LU with partial
+# pivoting.  :mod:`mbdgen.runtime.sparse_newton` has the same operations on the static
+# sparse patterns; :func:`index3_loop` takes one set or the other as arguments.
+
+
+@njit(cache=True, inline="always")
+def dense_start(n, m, nd, ws):
+    """[[M, Φ_qᵀ], [Φ_q, 0]] and [Q; γ] of the start-up (Haug 1989, Eq. 7.2.1) into
+    ``ws.A``, ``ws.b`` (a removed redundant row: λ_i = 0)."""
+    A, b, mass, phi_q = ws.A, ws.b, ws.mass, ws.phi_q
+    for i in range(n):
+        for j in range(n):
+            A[i, j] = mass[i, j]
+        b[i] = ws.force[i]
+    constraint_block(n, m, phi_q, ws.active, A)
+    for i in range(m):
+        b[n + i] = ws.active[i] * ws.gam[i]
+
+
+@njit(cache=True, inline="always")
+def dense_newton(n, m, nd, alpha, bh2, gh, gx, ws):
+    """The Newton matrix (Eq. 12; :func:`iteration_matrix`, :func:`state_matrix`) into
+    ``ws.A`` from the Jacobian blocks the loop evaluated into ``ws``."""
+    _newton_block(
+        n, m, alpha, bh2, gh, ws.mass, ws.phi_q, ws.maq, ws.plq, ws.fq, ws.fqd, ws.active, ws.A
+    )  # fmt: skip
+    if nd > 0:
+        _state_blocks(n, m, nd, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, ws.A)
+
+
+@njit(cache=True, inline="always")
+def dense_factor(ws, size):
+    """LU of the leading ``size``² block of ``ws.A`` in place; a status code."""
+    return lu_factor_inplace(ws.A, ws.piv, size)
+
+
+@njit(cache=True, inline="always")
+def dense_solve(ws, size):
+    """``ws.b[:size]`` ← the solution with the factors of :func:`dense_factor`."""
+    lu_solve_factored(ws.A, ws.piv, ws.b, size)
+
+
+@njit(cache=True, inline="always")
+def dense_residual(n, m, alpha, bh2, ws, qdd1, lam1, e):
+    """:func:`residual` from the dense M and Φ_q of ``ws``."""
+    residual(
+        n, m, alpha, bh2, ws.mass, ws.force, ws.phi, ws.phi_q, qdd1, lam1, ws.r_prev, ws.active, e
+    )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def dense_r_prev(n, m, ws, lam):
+    """``ws.r_prev`` ← (Φ_qᵀλ − Q) of the latest evaluation (the next step's e1)."""
+    for i in range(n):
+        s = -ws.force[i]
+        for j in range(m):
+            s += ws.phi_q[j, i] * lam[j]
+        ws.r_prev[i] = s
+
+
+@njit(cache=True, inline="always")
+def dense_mass_scale(n, ws):
+    """max |M_ii| (the round-off floor of λ's correction)."""
+    sm = 0.0
+    for i in range(n):
+        sm = max(sm, abs(ws.mass[i, i]))
+    return sm
+
+
+@njit(cache=True, inline="always")
+def dense_record(row, t, x, ws, qd, out_t, out_x, out_aux):
+    """An output row: t, x and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂]."""
+    _record(row, t, x, ws.phi, ws.phi_q, ws.phi_t, qd, out_t, out_x, out_aux)
+
+
+#: Linear algebra of the index-3 loop by workspace class: {class: {operation: function}}
+#: (:func:`register_linear_algebra`); a workspace not registered is the dense one.
+_LINEAR_ALGEBRA: dict[type, dict[str, Any]] = {}
+_DENSE_OPS = {
+    "start": dense_start,
+    "newton": dense_newton,
+    "factor": dense_factor,
+    "solve": dense_solve,
+    "residual": dense_residual,
+    "r_prev": dense_r_prev,
+    "mass_scale": dense_mass_scale,
+    "record": dense_record,
+}
+
+
+def register_linear_algebra(workspace_class: type, operations: dict[str, Any]) -> None:
+    """Let :func:`index3_chunk` run on workspaces of ``workspace_class`` with these
+    ``la_*`` operations (keys of ``_DENSE_OPS``; :mod:`mbdgen.runtime.sparse_newton`)."""
+    if set(operations) != set(_DENSE_OPS):
+        raise ValueError(f"operations must be {sorted(_DENSE_OPS)}, got {sorted(operations)}")
+    _LINEAR_ALGEBRA[workspace_class] = operations
+
+
+def _ops_of(ws_class: Any) -> dict[str, Any]:
+    return _LINEAR_ALGEBRA.get(ws_class, _DENSE_OPS)
+
+
+def _typed_ops(ws_type: Any) -> dict[str, Any]:
+    return _ops_of(getattr(ws_type, "instance_class", None))
+
+
+# The ``la_*`` functions: in Python (NUMBA_DISABLE_JIT) they look the operation up by
+# the workspace's class, in compiled code the overloads below resolve it when the loop
+# is typed, so each entry point contains only its own linear algebra.  They are inlined
+# (typed IR), as the code they replaced was: as calls, the dense operations lose the
+# constant sizes of the small models (the slider-crank's HHT step took 1.24x as long).
+# Numba's SSA pass then reports variables of the inlined overloads "not in scope", a
+# pedantic check of its own (NumbaIRAssumptionWarning) on correct code: silenced for
+# these functions only.
+warnings.filterwarnings(
+    "ignore", message=r"variable '_ol_\w+__locals__", category=NumbaIRAssumptionWarning
+)
+
+
+def la_start(n, m, nd, ws):
+    return _ops_of(type(ws))["start"](n, m, nd, ws)
+
+
+def la_newton(n, m, nd, alpha, bh2, gh, gx, ws):
+    return _ops_of(type(ws))["newton"](n, m, nd, alpha, bh2, gh, gx, ws)
+
+
+def la_factor(ws, size):
+    return _ops_of(type(ws))["factor"](ws, size)
+
+
+def la_solve(ws, size):
+    return _ops_of(type(ws))["solve"](ws, size)
+
+
+def la_residual(n, m, alpha, bh2, ws, qdd1, lam1, e):
+    return _ops_of(type(ws))["residual"](n, m, alpha, bh2, ws, qdd1, lam1, e)
+
+
+def la_r_prev(n, m, ws, lam):
+    return _ops_of(type(ws))["r_prev"](n, m, ws, lam)
+
+
+def la_mass_scale(n, ws):
+    return _ops_of(type(ws))["mass_scale"](n, ws)
+
+
+def la_record(row, t, x, ws, qd, out_t, out_x, out_aux):
+    return _ops_of(type(ws))["record"](row, t, x, ws, qd, out_t, out_x, out_aux)
+
+
+@overload(la_start, inline="always")
+def _ol_start(n, m, nd, ws):
+    f = _typed_ops(ws)["start"]
+    return lambda n, m, nd, ws: f(n, m, nd, ws)
+
+
+@overload(la_newton, inline="always")
+def _ol_newton(n, m, nd, alpha, bh2, gh, gx, ws):
+    f = _typed_ops(ws)["newton"]
+    return lambda n, m, nd, alpha, bh2, gh, gx, ws: f(n, m, nd, alpha, bh2, gh, gx, ws)
+
+
+@overload(la_factor, inline="always")
+def _ol_factor(ws, size):
+    f = _typed_ops(ws)["factor"]
+    return lambda ws, size: f(ws, size)
+
+
+@overload(la_solve, inline="always")
+def _ol_solve(ws, size):
+    f = _typed_ops(ws)["solve"]
+    return lambda ws, size: f(ws, size)
+
+
+@overload(la_residual, inline="always")
+def _ol_residual(n, m, alpha, bh2, ws, qdd1, lam1, e):
+    f = _typed_ops(ws)["residual"]
+    return lambda n, m, alpha, bh2, ws, qdd1, lam1, e: f(n, m, alpha, bh2, ws, qdd1, lam1, e)
+
+
+@overload(la_r_prev, inline="always")
+def _ol_r_prev(n, m, ws, lam):
+    f = _typed_ops(ws)["r_prev"]
+    return lambda n, m, ws, lam: f(n, m, ws, lam)
+
+
+@overload(la_mass_scale, inline="always")
+def _ol_mass_scale(n, ws):
+    f = _typed_ops(ws)["mass_scale"]
+    return lambda n, ws: f(n, ws)
+
+
+@overload(la_record, inline="always")
+def _ol_record(row, t, x, ws, qd, out_t, out_x, out_aux):
+    f = _typed_ops(ws)["record"]
+    return lambda row, t, x, ws, qd, out_t, out_x, out_aux: f(
+        row, t, x, ws, qd, out_t, out_x, out_aux
+    )
 
 
 # The states' steps below are plain (not Numba-inlined) functions: they take no kernels,
@@ -763,14 +986,18 @@ def index3_chunk(
 
     Parameters
     ----------
-    dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd : the model's kernels.
+    dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd : the model's kernels (their
+        ``*_values`` forms with a :class:`mbdgen.runtime.sparse_newton.Workspace`).
     state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x : the user states'
         kernels f, f_q, f_q̇, f_X and Q_X (nothing is called when nd = 0).
     n, m, nd : numbers of coordinates, constraints and user states.
     n_params : number of parameters: the kernels read X at p[n_params:].
     p : the parameter vector [parameters; X0] (not written: X_{n+1} goes into a copy).
     ctrl : (CTRL_SIZE,) α, β, γ and the Newton options, see the ``C_*`` constants.
-    ws : :func:`workspace` (n, m, nd=nd, n_params=n_params).
+    ws : :func:`workspace` (n, m, nd=nd, n_params=n_params), or the sparse one of
+        :func:`mbdgen.runtime.sparse_newton.workspace`: the ``la_*`` operations, chosen
+        by the workspace's type when the loop is compiled, are everything that knows how
+        M, Φ_q and the Newton matrix are stored.
     x : (3n + m + 2nd,) [q; q̇; q̈; λ; X; Ẋ] at t0 + state[S_STEP] h, updated in place.
         Before the first call (``state[S_STARTED] == 0``) only q, q̇ and X are read;
         q̈, λ and Ẋ are computed.
@@ -784,8 +1011,8 @@ def index3_chunk(
     holds the last accepted step.
     """
     mass, force, phi, phi_q, phi_t, gam = ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam
-    A, piv, b, maq, plq, fq, fqd = ws.A, ws.piv, ws.b, ws.maq, ws.plq, ws.fq, ws.fqd
-    r_prev, q1, qd1, qdd1, lam1 = ws.r_prev, ws.q1, ws.qd1, ws.qdd1, ws.lam1
+    b = ws.b
+    q1, qd1, qdd1, lam1 = ws.q1, ws.qd1, ws.qdd1, ws.lam1
     hist, hist_t, a, a1, pw = ws.hist, ws.hist_t, ws.a, ws.a1, ws.pw
     fstate, t_out, weight, y_max, x_prev = ws.fstate, ws.t_out, ws.weight, ws.y_max, ws.x_prev
     x1, xd1, xb, xb1, rate = ws.x1, ws.xd1, ws.xb, ws.xb1, ws.rate
@@ -931,7 +1158,7 @@ def index3_chunk(
         state[S_NEVAL] += 1
         if phase == _PH_OUTPUT:
             j = state[S_ROW]
-            _record(j, t1, out_x[j], phi, phi_q, phi_t, qd1, out_t, out_x, out_aux)
+            la_record(j, t1, out_x[j], ws, qd1, out_t, out_x, out_aux)
             state[S_ROW] += 1
             done += 1
             phase = _PH_NEXT
@@ -941,19 +1168,7 @@ def index3_chunk(
         factor = False
         if phase == _PH_START:
             # [[M, Φ_qᵀ], [Φ_q, 0]] [q̈_0; λ_0] = [Q; γ] (Haug 1989, Eq. 7.2.1)
-            for i in range(n):
-                for j in range(n):
-                    A[i, j] = mass[i, j]
-                b[i] = force[i]
-            for i in range(m):
-                w = ws.active[i]  # a removed redundant row: λ_i = 0
-                for j in range(n):
-                    A[n + i, j] = w * phi_q[i, j]
-                    A[j, n + i] = phi_q[i, j]
-                for j in range(m):
-                    A[n + i, n + j] = 0.0
-                A[n + i, n + i] = 1.0 - w
-                b[n + i] = w * gam[i]
+            la_start(n, m, nd, ws)
             state[S_JAC_VALID] = 0
             factor = True
         else:
@@ -984,11 +1199,8 @@ def index3_chunk(
                 if adaptive:
                     for i in range(x.shape[0]):
                         x_prev[i] = x[i]
+                la_r_prev(n, m, ws, lam1)
                 for i in range(n):
-                    s = -force[i]
-                    for j in range(m):
-                        s += phi_q[j, i] * lam1[j]
-                    r_prev[i] = s
                     q[i] = q1[i]
                     qd[i] = qd1[i]
                     qdd[i] = qdd1[i]
@@ -1030,9 +1242,7 @@ def index3_chunk(
                 else:
                     done += 1
                     if state[S_STEP] % stride == 0:
-                        _record(
-                            state[S_ROW], t1, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux
-                        )  # fmt: skip
+                        la_record(state[S_ROW], t1, x, ws, qd, out_t, out_x, out_aux)
                         state[S_ROW] += 1
                 phase = _PH_NEXT
                 continue
@@ -1054,26 +1264,28 @@ def index3_chunk(
                 _cut(state, fstate, hs, _FAIL_NEWTON)
                 phase = _PH_NEXT
                 continue
-            residual(n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, ws.active, b)
+            la_residual(n, m, alpha, bh2, ws, qdd1, lam1, b)
             for i in range(nd):
                 b[NM + i] = xd1[i] - rate[i]  # e3 = d = Ẋ − f (Eq. 13)
             for i in range(N):
                 b[i] = -b[i]
             if full_newton or state[S_JAC_VALID] == 0:
-                iteration_matrix(
-                    mass_a_q, phi_q_lam_q, force_q, force_qd, n, m, t1, q1, qd1, qdd1, lam1,
-                    pk, alpha, bh2, gh, mass, phi_q, maq, plq, fq, fqd, ws.active, A,
-                )  # fmt: skip
+                # the Jacobian blocks of Eq. 12 at the iterate, then the matrix
+                mass_a_q(t1, q1, qdd1, pk, ws.maq)
+                phi_q_lam_q(t1, q1, lam1, pk, ws.plq)
+                force_q(t1, q1, qd1, pk, ws.fq)
+                force_qd(t1, q1, qd1, pk, ws.fqd)
                 if nd > 0:
-                    state_matrix(
-                        state_rate_q, state_rate_qd, state_rate_x, force_x, n, m, nd, t1, q1,
-                        qd1, pk, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, A,
-                    )  # fmt: skip
+                    force_x(t1, q1, qd1, pk, ws.qx)
+                    state_rate_q(t1, q1, qd1, pk, ws.fxq)
+                    state_rate_qd(t1, q1, qd1, pk, ws.fxqd)
+                    state_rate_x(t1, q1, qd1, pk, ws.fxx)
+                la_newton(n, m, nd, alpha, bh2, gh, gx, ws)
                 state[S_JAC] += 1
                 factor = True
         size = NM if phase == _PH_START else N
         if factor:
-            status = lu_factor_inplace(A, piv, size)
+            status = la_factor(ws, size)
             state[S_FACT] += 1
             if status != OK:
                 state[S_JAC_VALID] = 0
@@ -1082,21 +1294,18 @@ def index3_chunk(
             if phase == _PH_ITER:
                 state[S_JAC_VALID] = 1
                 fstate[F_HJAC] = hs
-        lu_solve_factored(A, piv, b, size)
+        la_solve(ws, size)
         uses += 1
         if phase == _PH_START:
             for i in range(n):
                 qdd[i] = b[i]
-                s = -force[i]
-                for j in range(m):
-                    s += phi_q[j, i] * b[n + j]
-                r_prev[i] = s
                 hist[0, i] = b[i]
                 a[i] = b[i]  # a_0 = q̈_0 (Arnold & Brüls 2007, §2)
                 y_max[i] = abs(q[i])
             for i in range(m):
                 lam[i] = b[n + i]
                 hist[0, n + i] = b[n + i]
+            la_r_prev(n, m, ws, lam)
             if nd > 0:
                 _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max)
             for i in range(x.shape[0]):
@@ -1109,7 +1318,7 @@ def index3_chunk(
             state[S_NHIST] = 1
             state[S_STARTED] = 1
             if not adaptive and state[S_ROW] * stride == state[S_STEP]:
-                _record(state[S_ROW], t1, x, phi, phi_q, phi_t, qd, out_t, out_x, out_aux)
+                la_record(state[S_ROW], t1, x, ws, qd, out_t, out_x, out_aux)
                 state[S_ROW] += 1
             phase = _PH_NEXT
             continue
@@ -1136,9 +1345,7 @@ def index3_chunk(
             lam1[i] += b[n + i]
             dl = max(dl, abs(b[n + i]))
             sl = max(sl, abs(lam1[i]))
-        sm = 0.0
-        for i in range(n):
-            sm = max(sm, abs(mass[i, i]))
+        sm = la_mass_scale(n, ws)
         nrm_l = dl / max(tol * sl, floor * sm)
         if adaptive:
             nrm = max(math.sqrt(dq / max(n, 1)), nrm_l)
