@@ -76,21 +76,6 @@ def _first_nonfinite(module: ModuleType, ws: Sequence[np.ndarray]) -> str | None
     return None
 
 
-def _dense_blocks(module: ModuleType, ws: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-    """``ws[:6]`` with M and Φ_q as dense arrays where a sparse workspace holds their
-    values on the module's MASS and PHI_Q patterns (mbdgen.runtime.sparse_newton,
-    index1.SparseWorkspace): only here, after a failure, is an n² array made."""
-    mass, phi_q = ws[0], ws[3]
-    if mass.ndim != 1 or not hasattr(module, "MASS_ROWS"):
-        return ws
-    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    dense_mass = np.zeros((n, n))
-    np.add.at(dense_mass, (module.MASS_ROWS, module.MASS_COLS), mass)
-    dense_phi_q = np.zeros((m, n))
-    np.add.at(dense_phi_q, (module.PHI_Q_ROWS, module.PHI_Q_COLS), phi_q)
-    return [dense_mass, ws[1], ws[2], dense_phi_q, ws[4], ws[5]]
-
-
 def _growth(result: object) -> tuple[float, float]:
     """(‖x‖ at the first, largest ‖x‖ over the last rows) of the recorded q, q̇."""
     q = getattr(result, "q", np.zeros((0, 0)))
@@ -172,7 +157,8 @@ def _inertia_message(
 
 def _dense_blocks(module: ModuleType, ws: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
     """``ws`` with M and Φ_q as dense arrays where a sparse workspace holds their values
-    on the module's MASS and PHI_Q patterns (the sparse index-1 and GCP right sides)."""
+    on the module's MASS and PHI_Q patterns (the sparse index-1 and GCP right sides,
+    mbdgen.runtime.sparse_newton): only here, after a failure, is an n² array made."""
     mass, phi_q = ws[0], ws[3]
     rows = getattr(module, "PHI_Q_ROWS", None)
     if rows is None or np.ndim(mass) != 1 or np.ndim(phi_q) != 1:
