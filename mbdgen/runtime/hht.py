@@ -134,7 +134,7 @@ from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import overload
 
 from mbdgen.runtime import stepsize
-from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored
+from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored, row_weights
 from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, STEP_SIZE_COLLAPSE
 from mbdgen.runtime.stepsize import h_floor
 
@@ -346,9 +346,7 @@ def workspace(
     ``active`` (m,) weights 1.0 for the constraint rows to enforce and 0.0 for the
     redundant rows left out (their equation becomes λ_i = 0), default all 1.0."""
     N = n + m + nd
-    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64).copy()
-    if weights.shape != (m,):
-        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    weights = row_weights(m, active)
     return Workspace(
         mass=np.zeros((n, n)),
         force=np.zeros(n),

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from mbdgen.runtime.linalg import lu_solve_inplace
+from mbdgen.runtime.linalg import lu_solve_inplace, row_weights
 from mbdgen.runtime.sparse import (
     REFINE_GROWTH,
     REFINE_PIVOT_GROWTH,
@@ -60,9 +60,7 @@ def workspace(n: int, m: int, active: np.ndarray | None = None) -> tuple[np.ndar
     removed (default: all enforced).
     """
     N = n + m
-    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
-    if weights.shape != (m,):
-        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    weights = row_weights(m, active)
     return (
         np.zeros((n, n)),  # M
         np.zeros(n),  # Q
@@ -72,7 +70,7 @@ def workspace(n: int, m: int, active: np.ndarray | None = None) -> tuple[np.ndar
         np.zeros(m),  # γ
         np.zeros((N, N)),  # augmented matrix
         np.zeros(N),  # right side, then [q̈; λ]
-        weights.copy(),  # active row weights (1.0 enforced, 0.0 removed)
+        weights,  # active row weights (1.0 enforced, 0.0 removed)
     )
 
 
@@ -179,9 +177,7 @@ def sparse_workspace(
     ``schur``: True (or a :func:`~mbdgen.runtime.sparse.schur_plan` of them) to solve
     by the Schur complement where it applies; off by default, since it is not yet
     faster per step than the KKT LU — see the design notes)."""
-    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64)
-    if weights.shape != (m,):
-        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    weights = row_weights(m, active)
     if plan is None:
         plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
     if isinstance(schur, SchurPlan):
@@ -197,7 +193,7 @@ def sparse_workspace(
         np.zeros(len(phi_q_rows)),
         np.zeros(m),
         np.zeros(m),
-        weights.copy(),
+        weights,
         plan,
         np.zeros(plan.values_size),
         np.zeros(n + m),

@@ -7,6 +7,17 @@ from numba import njit
 
 from mbdgen.runtime.status import OK, SINGULAR
 
+
+def row_weights(m: int, active: np.ndarray | None) -> np.ndarray:
+    """The (m,) weights of the constraint rows, a workspace's own copy: 1.0 for a row to
+    enforce, 0.0 for a redundant row left out (its equation becomes λ_i = 0); all 1.0
+    when ``active`` is None."""
+    weights = np.ones(m) if active is None else np.array(active, dtype=np.float64)
+    if weights.shape != (m,):
+        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    return weights
+
+
 #: A pivot below this fraction of the largest matrix entry counts as zero.
 PIVOT_TOL = 1e-13
 

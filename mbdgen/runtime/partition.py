@@ -257,12 +257,9 @@ def _correct(kern, n, m, t, p, ctrl, ws):
 
 
 @njit(cache=True, inline="always")
-def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
-    """Solve Eq. 7.2.1 at the state in ``ws`` and fill ``aux``; a status."""
-    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _, active = ws
-    status, phi_norm, phid_norm = solve_index1(
-        n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, active, A, b
-    )
+def _pack_aux(n, m, b, phi_norm, phid_norm, q, qd, ratio, iters, aux):
+    """``aux`` of an evaluation, as :func:`n_aux` lays it out: λ, ‖Φ‖, ‖Φ̇‖, the
+    corrected q and q̇, q̈ (``b`` = [q̈; λ]), the pivot ratio and Newton iterations."""
     for i in range(m):
         aux[i] = b[n + i]
     aux[m] = phi_norm
@@ -274,6 +271,16 @@ def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
         aux[o + 2 * n + i] = b[i]
     aux[o + 3 * n] = ratio
     aux[o + 3 * n + 1] = iters
+
+
+@njit(cache=True, inline="always")
+def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
+    """Solve Eq. 7.2.1 at the state in ``ws`` and fill ``aux``; a status."""
+    mass, force, phi, phi_q, phi_t, gamma, A, b, q, qd, dep, ind, Ju, r, _, _, active = ws
+    status, phi_norm, phid_norm = solve_index1(
+        n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, active, A, b
+    )
+    _pack_aux(n, m, b, phi_norm, phid_norm, q, qd, ratio, iters, aux)
     return status
 
 
@@ -618,17 +625,7 @@ def gcp_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux):
     if status != OK:
         return status
     b = ws.b
-    for i in range(m):
-        aux[i] = b[n + i]
-    aux[m] = phi_norm
-    aux[m + 1] = phid_norm
-    o = m + 2
-    for i in range(n):
-        aux[o + i] = q[i]
-        aux[o + n + i] = qd[i]
-        aux[o + 2 * n + i] = b[i]
-    aux[o + 3 * n] = ratio
-    aux[o + 3 * n + 1] = iters
+    _pack_aux(n, m, b, phi_norm, phid_norm, q, qd, ratio, iters, aux)
     for i in range(nv):
         f[i] = x[nv + i]
         f[nv + i] = b[ind[i]]

@@ -165,6 +165,22 @@ def _order(n: int, m: int, adj: list[set[int]], a_cols_of: list[list[int]]) -> t
     return perm, struct
 
 
+def _structure(perm: list[int], struct: list) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """The inverse permutation and the column structure of L in the new order, from an
+    elimination order and each pivot's uneliminated neighbours (:func:`_order`):
+    column k holds rows ``cols[k]`` (sorted), stored at ``ptr[k]:ptr[k + 1]``."""
+    N = len(perm)
+    iperm = np.empty(N, dtype=np.int64)
+    iperm[np.asarray(perm, dtype=np.int64)] = np.arange(N)
+    ptr = np.zeros(N + 1, dtype=np.int64)
+    cols: list[list[int]] = []
+    for k in range(N):
+        c = sorted(int(iperm[u]) for u in struct[k])
+        cols.append(c)
+        ptr[k + 1] = ptr[k] + len(c)
+    return iperm, ptr, cols
+
+
 def kkt_plan(
     n: int,
     m: int,
@@ -208,14 +224,7 @@ def kkt_plan(
         adj[n + i].add(j)
         adj[j].add(n + i)
     perm, struct = _order(n, m, [set(s) for s in adj], a_cols_of)
-    iperm = np.empty(N, dtype=np.int64)
-    iperm[np.asarray(perm, dtype=np.int64)] = np.arange(N)
-    ptr = np.zeros(N + 1, dtype=np.int64)
-    cols_new: list[list[int]] = []
-    for k in range(N):
-        c = sorted(int(iperm[u]) for u in struct[k])
-        cols_new.append(c)
-        ptr[k + 1] = ptr[k] + len(c)
+    iperm, ptr, cols_new = _structure(perm, struct)
     nnz = int(ptr[-1])
     nbr = np.array([j for c in cols_new for j in c], dtype=np.int64)
     where = [{j: t for t, j in enumerate(c)} for c in cols_new]
@@ -622,14 +631,7 @@ def schur_plan(
     for i in range(m):
         adj[i].discard(i)
     perm, struct = _order(m, 0, [set(s) for s in adj], [])
-    iperm = np.empty(m, dtype=np.int64)
-    iperm[np.asarray(perm, dtype=np.int64)] = np.arange(m)
-    ptr = np.zeros(m + 1, dtype=np.int64)
-    cols_new: list[list[int]] = []
-    for k in range(m):
-        c = sorted(int(iperm[u]) for u in struct[k])
-        cols_new.append(c)
-        ptr[k + 1] = ptr[k] + len(c)
+    iperm, ptr, cols_new = _structure(perm, struct)
     where = [{j: t for t, j in enumerate(c)} for c in cols_new]
 
     def spos(r_old: int, c_old: int) -> int:

@@ -45,6 +45,7 @@ import numpy as np
 from numba import njit
 
 from mbdgen.runtime import hht
+from mbdgen.runtime.linalg import row_weights
 from mbdgen.runtime.sparse import KktPlan, kkt_assemble, kkt_factor, kkt_plan, kkt_rhs, kkt_solve
 
 
@@ -231,9 +232,7 @@ def workspace(
 ) -> Workspace:
     """The sparse workspace of :func:`mbdgen.runtime.hht.index3_chunk`, arguments as
     :func:`mbdgen.runtime.hht.workspace` (no array of n² or more entries)."""
-    weights = np.ones(m) if active is None else np.asarray(active, dtype=np.float64).copy()
-    if weights.shape != (m,):
-        raise ValueError(f"active has shape {weights.shape}, expected ({m},)")
+    weights = row_weights(m, active)
     kkt = plan.kkt
     N = kkt.size
 
