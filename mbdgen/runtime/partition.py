@@ -39,9 +39,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
-from mbdgen.runtime.index1 import solve_index1, solve_index1_sparse
+from mbdgen.runtime.index1 import solve_index1, solve_index1_sparse, sparse_workspace
 from mbdgen.runtime.linalg import lu_solve_inplace
-from mbdgen.runtime.sparse import KktPlan
+from mbdgen.runtime.sparse import KktPlan, SchurPlan
 from mbdgen.runtime.status import NEWTON_FAILED, OK, REPARTITION, SINGULAR
 
 # ``ctrl`` slots (after Baumgarte's α = ctrl[0], β = ctrl[1]).
@@ -522,6 +522,14 @@ class GcpSparseWorkspace(NamedTuple):
     lu: np.ndarray
     r: np.ndarray
     z: np.ndarray
+    # the rest of SparseWorkspace's fields (Schur solve, iterative refinement)
+    schur: SchurPlan
+    bval: np.ndarray
+    wval: np.ndarray
+    sval: np.ndarray
+    sdiag: np.ndarray
+    rhs0: np.ndarray
+    res: np.ndarray
 
 
 def gcp_sparse_workspace(
@@ -532,14 +540,16 @@ def gcp_sparse_workspace(
     "sparse", its index-1 plan ``kkt`` and a partition from :func:`pivot_order`."""
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     lu_plan = phi_u_plan(m, module.PHI_Q_ROWS, module.PHI_Q_COLS, row_of, col_of)
+    base = sparse_workspace(
+        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, plan=kkt
+    )
     return GcpSparseWorkspace(
-        np.zeros(len(module.MASS_ROWS)), np.zeros(n), np.zeros(m),
-        np.zeros(len(module.PHI_Q_ROWS)), np.zeros(m), np.zeros(m), np.ones(m), kkt,
-        np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
+        base.mass, base.force, base.phi, base.phi_q, base.phi_t, base.gamma, base.active,
+        kkt, np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
         np.array(dep, dtype=np.int64), np.array(ind, dtype=np.int64),
-        np.zeros(kkt.values_size), np.zeros(n + m), np.zeros(n + m),
-        np.zeros(max(kkt.aug_rows.shape[0], 1)), lu_plan, np.zeros(max(lu_plan.size, 1)),
-        np.zeros(m), np.zeros(m),
+        base.val, base.b, base.work, base.wrow,
+        lu_plan, np.zeros(max(lu_plan.size, 1)), np.zeros(m), np.zeros(m),
+        base.schur, base.bval, base.wval, base.sval, base.sdiag, base.rhs0, base.res,
     )  # fmt: skip
 
 
