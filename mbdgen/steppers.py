@@ -231,15 +231,18 @@ class Stepper:
     def _entry(self) -> Any:
         """The module's entry point of this method under the run's constraint handling."""
         suffix = CONSTRAINT_HANDLING[self.run.constraints] + "_chunk"
-        name = self.run.spec.entry.replace("_chunk", suffix)
-        run = self.run
-        if run.n + run.m + run.nd > UNROLL_LIMIT:
-            # sizes read at run time: the integrator compiled once for all models
-            # (mbdgen.runtime.shared) steps as fast and costs this model no JIT
-            entry = shared.entry(run.module, name)
-            if entry is not None:
-                return entry
-        return getattr(run.module, name)
+        return _entry_point(self.run, self.run.spec.entry.replace("_chunk", suffix))
+
+
+def _entry_point(run: Run, name: str) -> Any:
+    """The entry point ``name`` for this run: where the model's sizes are read at run
+    time, the integrator compiled once for all models (mbdgen.runtime.shared), which
+    steps as fast and costs this model no JIT; else the module's own."""
+    if run.n + run.m + run.nd > UNROLL_LIMIT:
+        entry = shared.entry(run.module, name)
+        if entry is not None:
+            return entry
+    return getattr(run.module, name)
 
 
 def _index1_plan(module: Any) -> sparse.KktPlan:
@@ -346,9 +349,7 @@ class Welch(FixedStep):
     def __init__(self, run: Run) -> None:
         Stepper.__init__(self, run)
         self._allocate_index1()
-        self.entry = getattr(run.module, run.spec.entry)
-        if run.n + run.m + run.nd > UNROLL_LIMIT:  # sizes read at run time: shared routine
-            self.entry = shared.entry(run.module, run.spec.entry) or self.entry
+        self.entry = _entry_point(run, run.spec.entry)
         self.state = np.zeros(explicit.STATE_SIZE, dtype=np.int64)
         self.state[welch.S_ORDER] = run.order
         layout = welch.euler_parameter_layout(run.module)
@@ -911,9 +912,7 @@ class NewmarkGCP(AccelerationState):
         self._allocate_state()
         self.ws = newmark_gcp.workspace(n, m, dep, ind)
         self.state = np.zeros(newmark_gcp.STATE_SIZE, dtype=np.int64)
-        self.entry = run.module.newmark_gcp_chunk
-        if n + m > UNROLL_LIMIT:  # sizes read at run time: the shared routine
-            self.entry = shared.entry(run.module, "newmark_gcp_chunk") or self.entry
+        self.entry = _entry_point(run, "newmark_gcp_chunk")
 
     def counters(self) -> dict[str, Any]:
         s, nm = self.state, newmark_gcp
