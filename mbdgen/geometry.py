@@ -41,11 +41,11 @@ def has_geometry(module: Any) -> bool:
 
 def local_points(module: Any, p: np.ndarray) -> np.ndarray:
     """(P, 3) body-frame coordinates of every attachment point for parameters ``p``."""
-    pts = np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3).copy()
+    pts = np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3)
     terms = np.asarray(module.GEOMETRY_POINT_TERMS, dtype=np.int64).reshape(-1, 3)
     coef = np.asarray(module.GEOMETRY_POINT_COEF, dtype=np.float64)
-    for (i, k, j), a in zip(terms, coef, strict=True):
-        pts[i, k] += a * float(p[j])
+    # unbuffered, so that terms adding to the same entry all count, in order
+    np.add.at(pts, (terms[:, 0], terms[:, 1]), coef * np.asarray(p, dtype=np.float64)[terms[:, 2]])
     return pts
 
 
@@ -65,19 +65,19 @@ def describe(module: Any, p: np.ndarray) -> dict[str, Any] | None:
     ]
     flat = [k.startswith("planar") for k in kinds]
     roles = module.ELEMENT_ROLES
-    pts = local_points(module, p)
+    pts = local_points(module, p).tolist()
+    names, everywhere_flat = module.ELEMENT_NAMES, all(flat)
     points = []
-    for i, (e, b) in enumerate(
-        zip(module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True)
+    for local, e, b in zip(
+        pts, module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True
     ):
-        planar = flat[b] if b >= 0 else all(flat)
-        local = pts[i, :2] if planar else pts[i]
+        planar = flat[b] if b >= 0 else everywhere_flat
         points.append(
             {
-                "element": module.ELEMENT_NAMES[e],
+                "element": names[e],
                 "role": roles[e],
                 "body": int(b),
-                "local": [float(v) for v in local],
+                "local": local[:2] if planar else local,
             }
         )
     return {"version": GEOMETRY_VERSION, "bodies": bodies, "points": points}

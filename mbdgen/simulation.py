@@ -87,6 +87,9 @@ MAX_REACTION_VALUES = 50_000_000
 #: Chunks (rows of ``Result.step_history``) a run of a step-choosing method is cut
 #: into at least; each costs one return to Python (microseconds).
 HISTORY_ROWS = 128
+#: Accepted steps a history row should average at least: a chunk of a step-choosing
+#: method with fewer doubles the next one (steps longer than the output interval).
+HISTORY_MIN_STEPS = 8
 
 
 def check_states_supported(module: ModuleType, spec: Method) -> None:
@@ -302,7 +305,8 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
     model's exception (without JIT) into a stop with everything kept."""
     run = stepper.run
     n_steps, output_every = run.n_steps, run.output_every
-    chunk = max(output_every, (CHUNK_STEPS // output_every) * output_every)
+    longest = max(output_every, (CHUNK_STEPS // output_every) * output_every)
+    chunk = longest
     if stepper.CHOOSES_STEPS:  # a step-size history worth plotting: about HISTORY_ROWS rows
         chunk = min(
             chunk, max(output_every, (n_steps // HISTORY_ROWS) // output_every * output_every)
@@ -337,9 +341,16 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
                 loop.repartitions.append(stepper.accepted)
             if status not in (OK, REPARTITION):
                 break
+            accepted = stepper.accepted
             status = stepper.advance(min(chunk, n_steps - stepper.progress))
             loop.chunks += 1
             loop.record(stepper)
+            # A history row of a step or two says nothing a longer one would not, and
+            # each chunk costs a return to Python (~20 µs, as many as a short
+            # implicit run's steps): grow the chunk while steps outlast the output
+            # interval.  Steps, not the clock, decide, so the history is reproducible.
+            if stepper.CHOOSES_STEPS and stepper.accepted - accepted < HISTORY_MIN_STEPS:
+                chunk = min(longest, 2 * chunk)
             if progress is not None:
                 progress(run.t0 + stepper.progress * run.h, run.t_end)
         if status == REPARTITION and stepper.progress >= n_steps:
