@@ -13,8 +13,8 @@ from mbdgen.runtime import explicit, index1
 @njit(cache=True, nogil=True, error_model="numpy")
 def abm_chunk_fp(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
                  rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):  # fmt: skip
-    n = ws[1].shape[0]
-    m = ws[2].shape[0]
+    n = ws.force.shape[0]
+    m = ws.phi.shape[0]
     return explicit.abm_chunk(index1.index1_rhs, kern, n, m, p, ctrl, ws, aux, t0, h, x, hist,
                               scratch, state, ab_coef, am_coef, rk_a, rk_b, rk_c, n_steps, stride,
                               out_t, out_x, out_f, out_aux)  # fmt: skip

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6281a42406e12131"
+COMPILER_HASH = "8620f0474ea4ab83"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "017a98bec5c6426be26afa43bd21d783bd7aaae561f6cc588a28721709618fc1"
+BODY_HASH = "7b57b0d6b514aa4d0e36cc0e23767a0baf3f69ade762497577b531fbdffc4d43"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

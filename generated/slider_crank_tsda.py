@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6281a42406e12131"
+COMPILER_HASH = "8620f0474ea4ab83"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e5cf15b99a967f15605565c4aef020d4ebf3e2461c16a319e68a4e56c62824d7"
+BODY_HASH = "72c734b633f93a3c48097f485f30f7d26b952b355caa399bfbc6f6a4095c1518"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

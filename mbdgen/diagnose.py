@@ -5,8 +5,8 @@ A jitted step only returns a status code (:mod:`mbdgen.runtime.status`); one cod
 without inertia in some direction and a solution that blew up before the
 factorization failed.  After the run, this module looks at what the last
 evaluation left in the workspace — every family keeps M, Q, Φ, Φ_q, Φ_t and γ of
-its latest evaluation in ``ws[0:6]`` — and at the recorded history, and names the
-likeliest cause:
+its latest evaluation as the first six fields of ``ws`` — and at the recorded
+history, and names the likeliest cause:
 
 1. a model quantity that evaluated to inf/NaN at a finite state (a division by
    zero in a force law, coincident spring end points, a singular driver);
@@ -156,20 +156,20 @@ def _inertia_message(
 
 
 def _dense_blocks(module: ModuleType, ws: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-    """``ws`` with M and Φ_q as dense arrays where a sparse workspace holds their values
+    """M, Q, Φ, Φ_q, Φ_t, γ of ``ws`` (every workspace holds them first, the stepper
+    contract), with M and Φ_q as dense arrays where a sparse workspace holds their values
     on the module's MASS and PHI_Q patterns (the sparse index-1 and GCP right sides,
     mbdgen.runtime.sparse_newton): only here, after a failure, is an n² array made."""
-    mass, phi_q = ws[0], ws[3]
+    mass, force, phi, phi_q, phi_t, gamma = ws[:6]
     rows = getattr(module, "PHI_Q_ROWS", None)
-    if rows is None or np.ndim(mass) != 1 or np.ndim(phi_q) != 1:
-        return ws
-    if mass.size != len(module.MASS_ROWS) or phi_q.size != len(rows):
-        return ws
-    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    dense_mass, dense_phi_q = np.zeros((n, n)), np.zeros((m, n))
-    np.add.at(dense_mass, (module.MASS_ROWS, module.MASS_COLS), mass)
-    np.add.at(dense_phi_q, (rows, module.PHI_Q_COLS), phi_q)
-    return (dense_mass, ws[1], ws[2], dense_phi_q, ws[4], ws[5])
+    sparse = rows is not None and np.ndim(mass) == 1 and np.ndim(phi_q) == 1
+    if sparse and mass.size == len(module.MASS_ROWS) and phi_q.size == len(rows):
+        n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+        dense_mass, dense_phi_q = np.zeros((n, n)), np.zeros((m, n))
+        np.add.at(dense_mass, (module.MASS_ROWS, module.MASS_COLS), mass)
+        np.add.at(dense_phi_q, (rows, module.PHI_Q_COLS), phi_q)
+        mass, phi_q = dense_mass, dense_phi_q
+    return (mass, force, phi, phi_q, phi_t, gamma)
 
 
 def explain_failure(
@@ -208,8 +208,8 @@ def explain_failure(
             "end points, a driver that is not defined there)"
         )
     at_start = len(getattr(result, "t", ())) <= 1
+    mass, _, _, phi_q, _, _ = ws
     if status == SINGULAR:
-        mass, phi_q = ws[0], ws[3]
         cause = _rank_message(module, phi_q, at_start, removed_rows) or _inertia_message(
             module, mass, phi_q, mass_alone=family == "welch"
         )
@@ -220,7 +220,7 @@ def explain_failure(
             )
         return cause
     if status in (NEWTON_FAILED, REPARTITION) and repartitions:
-        rank = _rank_message(module, ws[3], at_start, removed_rows)
+        rank = _rank_message(module, phi_q, at_start, removed_rows)
         why = rank or (
             "the dependent coordinates could not be solved for with any choice of "
             "independent coordinates"

@@ -205,7 +205,7 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
     """
     run, ws = stepper.run, stepper.ws
     n, m, x, ctrl = run.n, run.m, run.x, run.ctrl
-    q, qd = ws[8], ws[9]  # also the fields q, qd of partition.GcpSparseWorkspace
+    q, qd = ws.q, ws.qd
     if last_row is not None and not (np.isfinite(q).all() and np.isfinite(qd).all()):
         o = m + 2
         q[:] = last_row[o : o + n]
@@ -214,7 +214,7 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
     status = stepper.advance(0)
     if status not in (OK, REPARTITION):
         return status
-    dep, ind = ws[10], ws[11]
+    dep, ind = ws.dep, ws.ind
     try:
         if isinstance(ws, partition.GcpSparseWorkspace):  # a new static order for Φ_u's LU
             module = run.module
@@ -222,7 +222,7 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
             ws, new_dep, new_ind, quality = partition.repartitioned(ws, pattern)
             stepper.ws = run.gcp_ws = ws
         else:
-            new_dep, new_ind, quality = partition.choose_partition(ws[3])
+            new_dep, new_ind, quality = partition.choose_partition(ws.phi_q)
     except ValueError:
         return SINGULAR
     dep[:] = new_dep

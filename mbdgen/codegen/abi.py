@@ -307,12 +307,12 @@ REACTION_COLUMNS: tuple[str, ...] = (
 #: Constant sizes let LLVM unroll the small dense loops (the slider-crank's 7×7
 #: augmented solve), but beyond this it unrolls an LU of (n+m)³/3 operations and
 #: compile time explodes (minutes for a 24-coordinate chain); larger models read
-#: the sizes from the workspace at run time (every ``ws`` has Q at [1], Φ at [2]; the
+#: the sizes from the workspace at run time (every ``ws`` names Q ``force`` and Φ ``phi``; the
 #: index-3 workspace has X_{n+1} in ``x1``, :class:`mbdgen.runtime.hht.Workspace`).
 UNROLL_LIMIT = 16
 RUNTIME_SIZES = {
-    "N_COORDINATES": "ws[1].shape[0]",
-    "N_CONSTRAINTS": "ws[2].shape[0]",
+    "N_COORDINATES": "ws.force.shape[0]",
+    "N_CONSTRAINTS": "ws.phi.shape[0]",
     "N_STATES": "ws.x1.shape[0]",
     "N_PARAMETERS": "p.shape[0] - ws.x1.shape[0]",
 }

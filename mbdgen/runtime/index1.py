@@ -53,25 +53,34 @@ def n_aux(m: int) -> int:
     return m + 2
 
 
-def workspace(n: int, m: int, active: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """Preallocated arrays for :func:`index1_rhs` (the ``ws`` tuple).
+class Workspace(NamedTuple):
+    """Preallocated arrays of :func:`index1_rhs` (dense): M, Q, Φ, Φ_q, Φ_t, γ of the
+    latest evaluation first, as in every workspace (:mod:`mbdgen.diagnose`), and under
+    the names :class:`SparseWorkspace` gives them, so that the shared entry points
+    read n and m from ``force`` and ``phi`` of either."""
+
+    mass: np.ndarray  # M
+    force: np.ndarray  # Q
+    phi: np.ndarray  # Φ
+    phi_q: np.ndarray  # Φ_q
+    phi_t: np.ndarray  # Φ_t
+    gamma: np.ndarray  # γ
+    matrix: np.ndarray  # the augmented matrix of Eq. 7.2.1, then its LU factors
+    b: np.ndarray  # right side, then [q̈; λ]
+    active: np.ndarray  # row weights (1.0 enforced, 0.0 a redundant row removed)
+
+
+def workspace(n: int, m: int, active: np.ndarray | None = None) -> Workspace:
+    """Preallocated arrays for :func:`index1_rhs`.
 
     ``active`` : (m,) 1.0 for the constraint rows to enforce, 0.0 for redundant rows
     removed (default: all enforced).
     """
     N = n + m
-    weights = row_weights(m, active)
-    return (
-        np.zeros((n, n)),  # M
-        np.zeros(n),  # Q
-        np.zeros(m),  # Φ
-        np.zeros((m, n)),  # Φ_q
-        np.zeros(m),  # Φ_t
-        np.zeros(m),  # γ
-        np.zeros((N, N)),  # augmented matrix
-        np.zeros(N),  # right side, then [q̈; λ]
-        weights,  # active row weights (1.0 enforced, 0.0 removed)
-    )
+    return Workspace(
+        np.zeros((n, n)), np.zeros(n), np.zeros(m), np.zeros((m, n)), np.zeros(m),
+        np.zeros(m), np.zeros((N, N)), np.zeros(N), row_weights(m, active),
+    )  # fmt: skip
 
 
 @njit(cache=True, inline="always")
@@ -133,7 +142,7 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
 class SparseWorkspace(NamedTuple):
     """Preallocated arrays of :func:`index1_rhs_sparse`: the ``dynamics_values`` outputs
     (M and Φ_q as values on the module's MASS and PHI_Q patterns), the KKT plan and
-    the factor's values; Q at [1] and Φ at [2] like the dense workspace.
+    the factor's values; the fields M … γ, ``b`` and ``active`` named as in :class:`Workspace`.
 
     Where M is block diagonal (absolute coordinates) and the workspace asks for it,
     ``schur`` plans the Schur-complement solve (:func:`~mbdgen.runtime.sparse.schur_factor`),

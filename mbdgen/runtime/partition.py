@@ -94,23 +94,46 @@ def pivot_order(
     return np.sort(cols[:m]), np.sort(cols[m:]), quality, rows.copy(), cols[:m].copy()
 
 
-def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> tuple:
-    """The ``ws`` tuple of :func:`gcp_rhs` and :func:`hybrid_rhs`.
+class GcpWorkspace(NamedTuple):
+    """The ``ws`` of :func:`gcp_rhs` and :func:`hybrid_rhs` (dense): the index-1 arrays
+    (:class:`~mbdgen.runtime.index1.Workspace`'s names), the full q and q̇ (Newton
+    starts from them, so they are seeded with the initial state), the partition and
+    scratch for Φ_u; ``q``, ``qd``, ``dep``, ``ind`` as in :class:`GcpSparseWorkspace`
+    (the driver re-partitions through them)."""
 
-    Holds the index-1 arrays, the full q and q̇ (Newton starts from them, so they
-    are seeded with the initial state), the partition and scratch for Φ_u.  GCP
-    solves for m dependent coordinates, so it cannot run with redundant rows
-    removed (the driver refuses such mechanisms); its row weights are all 1.
+    mass: np.ndarray  # M
+    force: np.ndarray  # Q
+    phi: np.ndarray  # Φ
+    phi_q: np.ndarray  # Φ_q
+    phi_t: np.ndarray  # Φ_t
+    gamma: np.ndarray  # γ
+    matrix: np.ndarray  # the augmented matrix of Eq. 7.2.1, then its LU factors
+    b: np.ndarray  # right side, then [q̈; λ]
+    q: np.ndarray  # the full q (u solved by Newton, v from the state)
+    qd: np.ndarray  # the full q̇
+    dep: np.ndarray  # u's indices (int64)
+    ind: np.ndarray  # v's indices (int64)
+    phi_u: np.ndarray  # Φ_u (m × m), then its LU factors
+    r: np.ndarray  # Newton's right side (m)
+    wq: np.ndarray  # the hybrid method's copy of Φ_q for full pivoting (m × n)
+    perm: np.ndarray  # its column order (int64)
+    active: np.ndarray  # row weights of solve_index1: GCP enforces every row (all 1)
+
+
+def gcp_workspace(n: int, m: int, dep: np.ndarray, ind: np.ndarray, q0, qd0) -> GcpWorkspace:
+    """The workspace of :func:`gcp_rhs` and :func:`hybrid_rhs` for the partition
+    ``dep``/``ind`` at the state ``q0``, ``qd0``.  GCP solves for m dependent
+    coordinates, so it cannot run with redundant rows removed (the driver refuses such
+    mechanisms); its row weights are all 1.
     """
     N = n + m
-    return (
+    return GcpWorkspace(
         np.zeros((n, n)), np.zeros(n), np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m),
         np.zeros((N, N)), np.zeros(N),
         np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
         np.array(dep, dtype=np.int64), np.array(ind, dtype=np.int64),
-        np.zeros((m, m)), np.zeros(m),
-        np.zeros((m, n)), np.zeros(n, dtype=np.int64),
-        np.ones(m),  # active row weights of solve_index1: GCP enforces every row
+        np.zeros((m, m)), np.zeros(m), np.zeros((m, n)), np.zeros(n, dtype=np.int64),
+        np.ones(m),
     )  # fmt: skip
 
 
@@ -287,7 +310,7 @@ def _finish(n, m, alpha, beta2, ws, aux, iters, ratio):
 @njit(cache=True, inline="always")
 def gcp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     """f = [v̇; v̈] for the independent state x = [v; v̇] (Haug 1989 §7.3.2)."""
-    q, qd, ind = ws[8], ws[9], ws[11]
+    q, qd, ind = ws.q, ws.qd, ws.ind
     nv = n - m
     for i in range(nv):
         q[ind[i]] = x[i]
@@ -298,7 +321,7 @@ def gcp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     status = _finish(n, m, 0.0, 0.0, ws, aux, iters, ratio)
     if status != OK:
         return status
-    b = ws[7]
+    b = ws.b
     for i in range(nv):
         f[i] = x[nv + i]
         f[nv + i] = b[ind[i]]
@@ -499,8 +522,8 @@ def phi_u_solve(plan, lu, r, z):
 class GcpSparseWorkspace(NamedTuple):
     """The ``ws`` of :func:`gcp_rhs_sparse`: the fields of
     :class:`~mbdgen.runtime.index1.SparseWorkspace` (so :func:`solve_index1_sparse`
-    takes it as is), with q, q̇, dep, ind at [8:12] as in :func:`gcp_workspace` (the
-    driver re-partitions through them), and Φ_u's plan and values."""
+    takes it as is), with ``q``, ``qd``, ``dep``, ``ind`` as in :class:`GcpWorkspace`
+    (the driver re-partitions through them), and Φ_u's plan and values."""
 
     mass: np.ndarray
     force: np.ndarray

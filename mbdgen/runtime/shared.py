@@ -40,7 +40,7 @@ _OPTS = {"cache": True, "nogil": True, "error_model": "numpy"}
 def abm_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
               rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.explicit.abm_chunk` on the index-1 right side."""
-    return explicit.abm_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return explicit.abm_chunk(index1.index1_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                               ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
                               rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                               out_aux)  # fmt: skip
@@ -50,7 +50,7 @@ def abm_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, a
 def abm_gcp_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
                   rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.explicit.abm_chunk` on the GCP right side."""
-    return explicit.abm_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return explicit.abm_chunk(partition.gcp_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                               ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
                               rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                               out_aux)  # fmt: skip
@@ -61,7 +61,7 @@ def abm_hybrid_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_
                      am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                      out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.explicit.abm_chunk` on the hybrid (DADS) right side."""
-    return explicit.abm_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return explicit.abm_chunk(partition.hybrid_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                               ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef, am_coef,
                               rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                               out_aux)  # fmt: skip
@@ -71,7 +71,7 @@ def abm_hybrid_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_
 def vabm_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out,
                max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the index-1 right side."""
-    return adaptive.vabm_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return adaptive.vabm_chunk(index1.index1_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                                ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                                n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -80,7 +80,7 @@ def vabm_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, 
 def vabm_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                    n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the GCP right side."""
-    return adaptive.vabm_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return adaptive.vabm_chunk(partition.gcp_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                                ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                                n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -89,7 +89,7 @@ def vabm_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, wo
 def vabm_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                       n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the hybrid right side."""
-    return adaptive.vabm_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0], p,
+    return adaptive.vabm_chunk(partition.hybrid_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
                                ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                                n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -98,7 +98,7 @@ def vabm_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef,
 def rkf45_adaptive_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                          t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the index-1 right side."""
-    return adaptive_rk.rkf45_chunk(index1.index1_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+    return adaptive_rk.rkf45_chunk(index1.index1_rhs, kern, ws.force.shape[0], ws.phi.shape[0],
                                    p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                                    t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -107,7 +107,7 @@ def rkf45_adaptive_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, co
 def rkf45_adaptive_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                              t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the GCP right side."""
-    return adaptive_rk.rkf45_chunk(partition.gcp_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+    return adaptive_rk.rkf45_chunk(partition.gcp_rhs, kern, ws.force.shape[0], ws.phi.shape[0],
                                    p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                                    t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -117,7 +117,7 @@ def rkf45_adaptive_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, 
                                 work, t_out, n_out, max_steps, out_x, out_f,
                                 out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the hybrid right side."""
-    return adaptive_rk.rkf45_chunk(partition.hybrid_rhs, kern, ws[1].shape[0], ws[2].shape[0],
+    return adaptive_rk.rkf45_chunk(partition.hybrid_rhs, kern, ws.force.shape[0], ws.phi.shape[0],
                                    p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                                    t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -132,7 +132,7 @@ def abm_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_
                      rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                      out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.explicit.abm_chunk` on the sparse index-1 right side."""
-    return explicit.abm_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+    return explicit.abm_chunk(index1.index1_rhs_sparse, kern, ws.force.shape[0], ws.phi.shape[0],
                               p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
                               am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                               out_aux)  # fmt: skip
@@ -142,7 +142,7 @@ def abm_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_
 def vabm_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
                       n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the sparse index-1 right side."""
-    return adaptive.vabm_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+    return adaptive.vabm_chunk(index1.index1_rhs_sparse, kern, ws.force.shape[0], ws.phi.shape[0],
                                p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                                t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -152,8 +152,8 @@ def rkf45_adaptive_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, 
                                 work, t_out, n_out, max_steps, out_x, out_f,
                                 out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the sparse index-1 right side."""
-    return adaptive_rk.rkf45_chunk(index1.index1_rhs_sparse, kern, ws[1].shape[0],
-                                   ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
+    return adaptive_rk.rkf45_chunk(index1.index1_rhs_sparse, kern, ws.force.shape[0],
+                                   ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
                                    phi, coef, work, t_out, n_out, max_steps, out_x, out_f,
                                    out_aux)  # fmt: skip
 
@@ -163,7 +163,7 @@ def abm_gcp_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state,
                          am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                          out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.explicit.abm_chunk` on the sparse GCP right side."""
-    return explicit.abm_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+    return explicit.abm_chunk(partition.gcp_rhs_sparse, kern, ws.force.shape[0], ws.phi.shape[0],
                               p, ctrl, ws, aux, t0, h, x, hist, scratch, state, ab_coef,
                               am_coef, rk_a, rk_b, rk_c, n_steps, stride, out_t, out_x, out_f,
                               out_aux)  # fmt: skip
@@ -173,7 +173,7 @@ def abm_gcp_sparse_chunk(kern, p, ctrl, ws, aux, t0, h, x, hist, scratch, state,
 def vabm_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                           t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive.vabm_chunk` on the sparse GCP right side."""
-    return adaptive.vabm_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0], ws[2].shape[0],
+    return adaptive.vabm_chunk(partition.gcp_rhs_sparse, kern, ws.force.shape[0], ws.phi.shape[0],
                                p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
                                t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
@@ -183,8 +183,8 @@ def rkf45_adaptive_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, ista
                                     work, t_out, n_out, max_steps, out_x, out_f,
                                     out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.adaptive_rk.rkf45_chunk` on the sparse GCP right side."""
-    return adaptive_rk.rkf45_chunk(partition.gcp_rhs_sparse, kern, ws[1].shape[0],
-                                   ws[2].shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
+    return adaptive_rk.rkf45_chunk(partition.gcp_rhs_sparse, kern, ws.force.shape[0],
+                                   ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate,
                                    phi, coef, work, t_out, n_out, max_steps, out_x, out_f,
                                    out_aux)  # fmt: skip
 
@@ -313,8 +313,8 @@ KERNEL_SIGNATURES: dict[str, Any] = {
 def welch_chunk(kern, phi_kern, p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
                 out_aux):  # fmt: skip
     """:func:`mbdgen.runtime.welch.welch_chunk` with n, m and the number of
-    Euler-parameter bodies (``ws[32]``, their q offsets) read from the workspace."""
-    return welch.welch_chunk(kern, phi_kern, ws[1].shape[0], ws[2].shape[0], ws[32].shape[0],
+    Euler-parameter bodies (``ws.quat``, their q offsets) read from the workspace."""
+    return welch.welch_chunk(kern, phi_kern, ws.force.shape[0], ws.phi.shape[0], ws.quat.shape[0],
                              p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f,
                              out_aux)  # fmt: skip
 
@@ -327,7 +327,7 @@ def newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q, phi_q_la
     workspace (Q and Φ are its fields 1 and 2)."""
     return newmark_gcp.newmark_gcp_chunk(kern, phi_k, phi_q_k, force_k, gamma_k, mass_a_q,
                                          phi_q_lam_q, force_q, force_qd, phi_q_a_q, gamma_q,
-                                         gamma_qd, ws[1].shape[0], ws[2].shape[0], p, ctrl, ws,
+                                         gamma_qd, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws,
                                          t0, h, x, state, n_steps, stride, out_t, out_x,
                                          out_aux)  # fmt: skip
 

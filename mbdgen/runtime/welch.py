@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -91,14 +92,57 @@ def euler_parameter_layout(module: ModuleType) -> tuple[np.ndarray, np.ndarray]:
     return np.array(quat, dtype=np.int64), np.array(keep, dtype=np.int64)
 
 
+class Workspace(NamedTuple):
+    """Preallocated arrays of :func:`welch_chunk`: M, Q, Φ, Φ_q, Φ_t, γ at the current
+    state first (:mod:`mbdgen.diagnose`; n and m are read from ``force`` and ``phi``),
+    the same at the predicted state, then the reduced system's arrays (Eqs. 43-44)."""
+
+    mass: np.ndarray  # M
+    force: np.ndarray  # Q
+    phi: np.ndarray  # Φ
+    phi_q: np.ndarray  # Φ_q
+    phi_t: np.ndarray  # Φ_t
+    gamma: np.ndarray  # γ
+    mass_h: np.ndarray  # the same at the predicted state
+    force_h: np.ndarray
+    phi_h: np.ndarray
+    phi_q_h: np.ndarray
+    phi_t_h: np.ndarray
+    gamma_h: np.ndarray
+    chol: np.ndarray  # M_v, then its Cholesky factor
+    bv: np.ndarray  # B_v = Φ_q T (kept rows)
+    wt: np.ndarray  # Wt = (M_v⁻¹ B_vᵀ)ᵀ
+    u: np.ndarray  # u = M_v⁻¹ Q_v
+    schur: np.ndarray  # A = B_v M_v⁻¹ B_vᵀ, then its factor
+    lam: np.ndarray  # right side, then λ
+    qp: np.ndarray  # q^p, later q_{n+1}
+    vp: np.ndarray  # v^p
+    phip: np.ndarray  # Φ^p
+    qh: np.ndarray  # q^h
+    vh: np.ndarray  # v^h, later v_{n+1}
+    v: np.ndarray  # v_n
+    vdot: np.ndarray  # v̇
+    qdw: np.ndarray  # q̇ = T v, scratch
+    w: np.ndarray  # Ṫ v, then Q − M Ṫ v
+    qdd: np.ndarray  # q̈ for the record
+    lam_all: np.ndarray  # λ scattered to all rows, for the record
+    tc: np.ndarray  # T's coefficients
+    tq: np.ndarray  # T's q indices per v
+    tn: np.ndarray  # entries per column of T
+    quat: np.ndarray  # q offsets of the Euler-parameter blocks
+    vb: np.ndarray  # v offset of each body's ω
+    keep: np.ndarray  # the constraint rows the scheme enforces
+    weights: np.ndarray  # row weights of the kept rows (0.0: removed, λ = 0)
+
+
 def workspace(
     n: int,
     m: int,
     quat: np.ndarray | None = None,
     keep: np.ndarray | None = None,
     active: np.ndarray | None = None,
-) -> tuple[np.ndarray, ...]:
-    """Preallocated arrays for :func:`welch_chunk` (the ``ws`` tuple).
+) -> Workspace:
+    """Preallocated arrays for :func:`welch_chunk`.
 
     ``quat`` are the q offsets of Euler-parameter blocks, ``keep`` the constraint rows
     the scheme enforces (:func:`euler_parameter_layout`); default: none, all.
@@ -135,29 +179,13 @@ def workspace(
             tq[a, 0] = i
             a += 1
             i += 1
-    return (
+    return Workspace(
         np.zeros((n, n)), np.zeros(n), np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m),
         np.zeros((n, n)), np.zeros(n), np.zeros(m), np.zeros((m, n)), np.zeros(m), np.zeros(m),
-        np.zeros((nv, nv)),  # M_v, then its Cholesky factor
-        np.zeros((mk, nv)),  # B_v = Φ_q T (kept rows)
-        np.zeros((mk, nv)),  # Wt = (M_v⁻¹ B_vᵀ)ᵀ
-        np.zeros(nv),  # u = M_v⁻¹ Q_v
-        np.zeros((mk, mk)),  # A = B_v M_v⁻¹ B_vᵀ, then its factor
-        np.zeros(mk),  # right side, then λ
-        np.zeros(n),  # q^p, later q_{n+1}
-        np.zeros(nv),  # v^p
-        np.zeros(m),  # Φ^p
-        np.zeros(n),  # q^h
-        np.zeros(nv),  # v^h, later v_{n+1}
-        np.zeros(nv),  # v_n
-        np.zeros(nv),  # v̇
-        np.zeros(n),  # q̇ = T v, scratch
-        np.zeros(n),  # Ṫ v, then Q − M Ṫ v
-        np.zeros(n),  # q̈ for the record
-        np.zeros(m),  # λ scattered to all rows, for the record
-        np.zeros((nv, 4)),  # T's coefficients
-        tq, tn, quat, vb, keep,
-        weights[keep].copy(),  # row weights of the kept rows (0.0: removed, λ = 0)
+        np.zeros((nv, nv)), np.zeros((mk, nv)), np.zeros((mk, nv)), np.zeros(nv),
+        np.zeros((mk, mk)), np.zeros(mk), np.zeros(n), np.zeros(nv), np.zeros(m), np.zeros(n),
+        np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(n), np.zeros(n), np.zeros(n),
+        np.zeros(m), np.zeros((nv, 4)), tq, tn, quat, vb, keep, weights[keep].copy(),
     )  # fmt: skip
 
 
