@@ -1625,6 +1625,89 @@ def andrews_case(case: str, quick: bool = False, repeats: int = 3) -> dict[str, 
     }
 
 
+#: Final errors of the work-precision table (:func:`andrews_work_precision`).
+WORK_PRECISION_ERRORS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+#: Its tolerance grid: a quarter decade apart from 1e-1 (loose enough for 1e-2).
+WORK_PRECISION_TOLERANCES = tuple(10.0 ** (-1.0 - 0.25 * k) for k in range(45))
+
+
+def andrews_work_precision(
+    case: str,
+    targets: Sequence[float] = WORK_PRECISION_ERRORS,
+    methods: Sequence[str] = ("vabm", "hht_adaptive", "genalpha_adaptive"),
+    repeats: int = 3,
+) -> dict[str, Any]:
+    """Wall time of each method against the final error it reaches, for ``targets``.
+
+    For each target, each method's loosest tolerance of
+    :data:`WORK_PRECISION_TOLERANCES` that reaches it (:func:`at_error`; the search for
+    a tighter target starts where the looser one stopped) and the best of ``repeats``
+    ``simulate()`` calls there, with its steps and Newton iterations.  One number at
+    one error says little when the methods' orders differ (vabm up to 12, HHT 2): on
+    the stiff problem vabm's cost is set by stability and HHT's by accuracy, so their
+    ratio depends on the error asked for, and the table shows where each wins.
+    """
+    import warnings
+
+    spec = ANDREWS_CASES[case]
+    reference = andrews_reference(case)
+    module = andrews_module()
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for name in methods:
+        start = 0
+        rows[name] = []
+        for target in targets:
+            grid = WORK_PRECISION_TOLERANCES[start:]
+
+            def angles(tol: float, name: str = name) -> np.ndarray:
+                return andrews_angles(andrews_mbdgen(module, case, name, rtol=tol, atol=tol).q[-1])
+
+            found = at_error(angles, reference, target=target, tolerances=grid)
+            if found is None:
+                rows[name].append({"target": target, "reached": False})
+                continue
+            start = WORK_PRECISION_TOLERANCES.index(found["tol"])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = andrews_mbdgen(module, case, name, rtol=found["tol"], atol=found["tol"])
+            best = _best(lambda tol=found["tol"], name=name: angles(tol, name), repeats)
+            rows[name].append(
+                {
+                    "target": target,
+                    "reached": True,
+                    "tol": found["tol"],
+                    "error": found["error"],
+                    "wall_s": best,
+                    "steps": int(result.counters.get("steps", 0)),
+                    "newton_iterations": int(result.counters.get("newton_iterations", 0)),
+                }
+            )
+    return {"case": case, "k": spec["k"], "c": spec["c"], "t_end": spec["t_end"], "rows": rows}
+
+
+def work_precision_report(wp: dict[str, Any]) -> list[str]:
+    """Lines of :func:`andrews_work_precision`'s table, with vabm / HHT per error."""
+    rows = wp["rows"]
+    names = list(rows)
+    lines = [
+        f"  work against error, {wp['case']} Andrews (k = {wp['k']:g}, c = {wp['c']:g}): "
+        "ms per simulate() at the loosest tolerance reaching each final error (steps)",
+        f"    {'error':>8}" + "".join(f"{n:>24}" for n in names) + f"{'vabm / hht':>12}",
+    ]
+    for i, target in enumerate(rows[names[0]]):
+        cells = [
+            f"{r['wall_s'] * 1e3:>14.2f} ({r['steps']:>5})" if r["reached"] else f"{'-':>22}"
+            for r in (rows[n][i] for n in names)
+        ]
+        a, b = rows["vabm"][i], rows["hht_adaptive"][i]
+        ratio = a["wall_s"] / b["wall_s"] if a["reached"] and b["reached"] else None
+        lines.append(
+            f"    {target['target']:>8.0e}" + "".join(f"{c:>24}" for c in cells)
+            + ("" if ratio is None else f"{ratio:>12.1f}")
+        )  # fmt: skip
+    return lines
+
+
 # --------------------------------------------------------------------------------------
 # (g) The implicit methods together: cases, goals and report.
 # --------------------------------------------------------------------------------------
@@ -1677,9 +1760,11 @@ def implicit_cases(module: ModuleType, quick: bool = False) -> dict[str, Any]:
     andrews = {case: andrews_case(case, quick, 1 if quick else 3) for case in ANDREWS_CASES}
     # a cold compile costs ~20 s, too much for the quick (smoke) run
     cold = None if quick else cold_warm(warm_repeats=2, method="hht")
+    stiff = None if quick else andrews_work_precision("stiff")
     return {
         "hht": hht,
         "andrews": andrews,
+        "andrews_stiff_work_precision": stiff,
         **andrews_goals(andrews),
         "hht_cold": cold,
         "pass_hht_cold": None
@@ -1744,8 +1829,10 @@ def implicit_report(r: dict[str, Any]) -> str:
         f"{val(r['andrews_implicit_over_vabm'], '.3f')}  {_goal(r['pass_andrews_vabm'])}",
         f"goal  stiff Andrews: vabm / HHT >= {GOAL_ANDREWS_STIFF_SPEEDUP:g}: "
         f"{val(r['andrews_stiff_vabm_over_hht'], '.1f')}  {_goal(r['pass_andrews_stiff'])}",
-        "",
     ]
+    if r.get("andrews_stiff_work_precision"):
+        lines += work_precision_report(r["andrews_stiff_work_precision"])
+    lines.append("")
     c = r["hht_cold"]
     if c is None:
         lines.append("cold compile, hht: skipped in the quick run")

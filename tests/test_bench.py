@@ -138,6 +138,39 @@ def test_at_error_takes_the_loosest_tolerance_that_reaches_the_target():
     assert bench.at_error(run, reference, target=1e-30) is None
 
 
+def test_work_precision_table_starts_each_search_where_the_last_stopped(monkeypatch):
+    """The stiff work-precision table: per target error, the loosest tolerance of the
+    grid reaching it (a tighter target never takes a looser tolerance), its steps,
+    and vabm / HHT per row; an unreachable target is a dash, not a failure.  The runs
+    are stubbed: error = tol (vabm) or 10 tol (HHT), so each row is known exactly."""
+    grids = []
+
+    def fake_at_error(run, reference, target, tolerances):
+        grids.append((target, tolerances[0]))
+        scale = 1.0 if run.__defaults__[0] == "vabm" else 10.0
+        hits = [t for t in tolerances if scale * t <= target and t >= 1e-9]
+        return {"tol": hits[0], "error": scale * hits[0], "tried": []} if hits else None
+
+    class Fake:
+        counters = {"steps": 7, "newton_iterations": 3}
+
+    monkeypatch.setattr(bench, "at_error", fake_at_error)
+    monkeypatch.setattr(bench, "andrews_reference", lambda case: np.zeros(7))
+    monkeypatch.setattr(bench, "andrews_module", lambda: None)
+    monkeypatch.setattr(bench, "andrews_mbdgen", lambda *a, **k: Fake())
+    monkeypatch.setattr(bench, "_best", lambda fn, repeats: 1e-3)
+    wp = bench.andrews_work_precision(
+        "stiff", targets=(1e-2, 1e-4, 1e-12), methods=("vabm", "hht_adaptive"), repeats=1
+    )
+    vabm, hht = wp["rows"]["vabm"], wp["rows"]["hht_adaptive"]
+    assert [r["tol"] for r in vabm[:2]] == [1e-2, 1e-4] and not vabm[2]["reached"]
+    assert [r["tol"] for r in hht[:2]] == [1e-3, 1e-5] and hht[0]["steps"] == 7
+    # the 1e-4 search of vabm starts at the tolerance 1e-2 found before, not at 1e-1
+    assert (1e-4, 1e-2) in grids
+    lines = bench.work_precision_report(wp)
+    assert lines[2].split()[-1] == "1.0" and lines[-1].split()[-1] == "-"
+
+
 def test_error_control_probe_and_not_yet_available_goals(module):
     """The hook's probe tells an error-controlled run from one that ignores ``rtol``
     (a fixed-step method takes one step of the probe), and a goal whose method has no
