@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "8620f0474ea4ab83"
+COMPILER_HASH = "1794b5122d5d0dba"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "718cb8759c4fbd9cb785fdf8fc5058da0e2e7fc2e4550565090d07560ad2009c"
+BODY_HASH = "1cb088db20bf2db10c725005323f3a3f87402435fe342d8721698254ccd9727c"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "8620f0474ea4ab83"
+COMPILER_HASH = "1794b5122d5d0dba"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "0f24640d63cf8772c517c4e83c0b8ef5f55452123955420dc232ee1b5cdc49db"
+BODY_HASH = "bebafaf58a57697507d117847a943ccb80d7b510226fc417204d34f39c9080a1"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "8620f0474ea4ab83"
+COMPILER_HASH = "1794b5122d5d0dba"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d75b815763ea2971a2431c4cd738d46411832fecaa2f37c9ca7d41aa9643791b"
+BODY_HASH = "bdf25c28125f636866dbaa02dbbc4778c44b155a982fafd3f93505425a37972c"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "8620f0474ea4ab83"
+COMPILER_HASH = "1794b5122d5d0dba"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7b57b0d6b514aa4d0e36cc0e23767a0baf3f69ade762497577b531fbdffc4d43"
+BODY_HASH = "f0d04fc385f3ecc0965e1c5d998362760fda51da43d3ede3ab1883491337dbc8"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "8620f0474ea4ab83"
+COMPILER_HASH = "1794b5122d5d0dba"
 ABI_HASH = "5bb8c45a5763248b"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4fba2000261ae5b44c07cf7a7d055a340ebecde948f8911e761f2a4e77912388"
+BODY_HASH = "bf5e34b414af3723c301cf514233fcc79e985889567814541e308329b4898475"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"

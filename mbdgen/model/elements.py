@@ -293,6 +293,61 @@ def localize(
     return local, free, sp.srepr(local)
 
 
+# -- helpers shared by the planar and spatial element factories and mbdgen.model.forces --
+# (here, below all three, so that none of them imports another: forces dispatches to
+# planar and spatial, which need only these)
+
+#: The symbols a force element's user expression may use for the quantities it defines,
+#: exported to users as :data:`mbdgen.model.forces.l`, ``ldot``, ``theta``, ``thetadot``:
+#: a TSDA's length ℓ and its rate ℓ̇, an RSDA's relative angle θ = φ_j − φ_i and its rate.
+TSDA_LENGTH = sp.Symbol("_tsda_l")
+TSDA_RATE = sp.Symbol("_tsda_ldot")
+RSDA_ANGLE = sp.Symbol("_rsda_theta")
+RSDA_RATE = sp.Symbol("_rsda_thetadot")
+
+
+def user_expressions(
+    owner: str,
+    exprs: Sequence[sp.Expr | float],
+    bound: Mapping[sp.Symbol, sp.Symbol] | None = None,
+) -> tuple[list[sp.Expr], tuple[tuple[str, sp.Symbol], ...], str]:
+    """Localize user expressions: (local expressions, extra params ``_u<i>``, type key).
+
+    ``bound`` maps the symbols the element defines (ℓ, body coordinates, ...) to local
+    placeholders; the extra parameters are to be appended to the element's ``params``
+    and the placeholders ``_u<i>`` replaced by ``loc.p["_u<i>"]`` with :func:`unbind`.
+    """
+    local, free, key = localize(owner, list(exprs), dict(bound or {}))
+    return local, tuple((f"_u{i}", s) for i, s in enumerate(free)), key
+
+
+def unbind(loc: Local, extra: Mapping[sp.Symbol, sp.Expr] | None = None) -> dict:
+    """The substitution placeholder → local symbol for a builder: ``_u<i>`` → ``loc.p``,
+    body-coordinate placeholders (:func:`bind_bodies`) → ``loc.q``/``loc.qd``, and
+    ``extra``."""
+    subs: dict[sp.Symbol, sp.Expr] = {
+        sp.Symbol(name): sym for name, sym in loc.p.items() if name.startswith("_u")
+    }
+    for s, (q, qd) in enumerate(zip(loc.q, loc.qd, strict=True)):
+        for a in range(len(q)):
+            subs[sp.Symbol(f"_b{s}_{a}")] = q[a]
+            subs[sp.Symbol(f"_bd{s}_{a}")] = qd[a]
+    subs.update(extra or {})
+    return subs
+
+
+def bind_bodies(bodies: Sequence[Body | Ground]) -> dict[sp.Symbol, sp.Symbol]:
+    """Coordinate and velocity symbols of ``bodies`` → slot placeholders ``_b<s>_<a>``,
+    ``_bd<s>_<a>`` (replaced by the slot's local coordinates in :func:`unbind`)."""
+    bound: dict[sp.Symbol, sp.Symbol] = {}
+    for s, b in enumerate(bodies):
+        if isinstance(b, Body):
+            for a, (c, v) in enumerate(zip(b.coordinates, b.velocities, strict=True)):
+                bound[c] = sp.Symbol(f"_b{s}_{a}")
+                bound[v] = sp.Symbol(f"_bd{s}_{a}")
+    return bound
+
+
 class Mechanism:
     """A mechanism: bodies, joints, drivers and force elements (validated on construction).
 

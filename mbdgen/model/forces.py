@@ -30,14 +30,21 @@ from functools import partial
 import sympy as sp
 
 from mbdgen.errors import ModelError
+from mbdgen.model import planar, spatial
 from mbdgen.model.core import t
 from mbdgen.model.elements import (
+    RSDA_ANGLE,
+    RSDA_RATE,
+    TSDA_LENGTH,
+    TSDA_RATE,
     Body,
     Contribution,
     Element,
     Ground,
     Local,
-    localize,
+    bind_bodies,
+    unbind,
+    user_expressions,
 )
 
 __all__ = [
@@ -55,56 +62,13 @@ __all__ = [
 ]
 
 #: Length ℓ of a TSDA (use it in the actuator expression ``F(ℓ, ℓ̇, t)``).
-l = sp.Symbol("_tsda_l")
+l = TSDA_LENGTH
 #: Rate of change ℓ̇ of a TSDA's length.
-ldot = sp.Symbol("_tsda_ldot")
+ldot = TSDA_RATE
 #: Relative angle θ = φ_j − φ_i of an RSDA (use it in ``T_a(θ, θ̇, t)``).
-theta = sp.Symbol("_rsda_theta")
+theta = RSDA_ANGLE
 #: Relative angular velocity θ̇ of an RSDA.
-thetadot = sp.Symbol("_rsda_thetadot")
-
-
-# -- helpers shared by the planar and spatial element factories -------------------------
-def user_expressions(
-    owner: str,
-    exprs: Sequence[sp.Expr | float],
-    bound: Mapping[sp.Symbol, sp.Symbol] | None = None,
-) -> tuple[list[sp.Expr], tuple[tuple[str, sp.Symbol], ...], str]:
-    """Localize user expressions: (local expressions, extra params ``_u<i>``, type key).
-
-    ``bound`` maps the symbols the element defines (ℓ, body coordinates, ...) to local
-    placeholders; the extra parameters are to be appended to the element's ``params``
-    and the placeholders ``_u<i>`` replaced by ``loc.p["_u<i>"]`` with :func:`unbind`.
-    """
-    local, free, key = localize(owner, list(exprs), dict(bound or {}))
-    return local, tuple((f"_u{i}", s) for i, s in enumerate(free)), key
-
-
-def unbind(loc: Local, extra: Mapping[sp.Symbol, sp.Expr] | None = None) -> dict:
-    """The substitution placeholder → local symbol for a builder: ``_u<i>`` → ``loc.p``,
-    body-coordinate placeholders (:func:`bind_bodies`) → ``loc.q``/``loc.qd``, and
-    ``extra``."""
-    subs: dict[sp.Symbol, sp.Expr] = {
-        sp.Symbol(name): sym for name, sym in loc.p.items() if name.startswith("_u")
-    }
-    for s, (q, qd) in enumerate(zip(loc.q, loc.qd, strict=True)):
-        for a in range(len(q)):
-            subs[sp.Symbol(f"_b{s}_{a}")] = q[a]
-            subs[sp.Symbol(f"_bd{s}_{a}")] = qd[a]
-    subs.update(extra or {})
-    return subs
-
-
-def bind_bodies(bodies: Sequence[Body | Ground]) -> dict[sp.Symbol, sp.Symbol]:
-    """Coordinate and velocity symbols of ``bodies`` → slot placeholders ``_b<s>_<a>``,
-    ``_bd<s>_<a>`` (replaced by the slot's local coordinates in :func:`unbind`)."""
-    bound: dict[sp.Symbol, sp.Symbol] = {}
-    for s, b in enumerate(bodies):
-        if isinstance(b, Body):
-            for a, (c, v) in enumerate(zip(b.coordinates, b.velocities, strict=True)):
-                bound[c] = sp.Symbol(f"_b{s}_{a}")
-                bound[v] = sp.Symbol(f"_bd{s}_{a}")
-    return bound
+thetadot = RSDA_RATE
 
 
 def _kind(name: str, bodies: Sequence[Body | Ground]) -> str:
@@ -120,8 +84,6 @@ def _kind(name: str, bodies: Sequence[Body | Ground]) -> str:
 
 
 def _dispatch(name: str, factory: str, bodies: Sequence[Body | Ground]):
-    from mbdgen.model import planar, spatial
-
     kind = _kind(name, bodies)
     module = planar if kind == "planar" else spatial
     fn = getattr(module, factory, None)
@@ -254,8 +216,6 @@ def gravity(bodies: Sequence[Body], g: Sequence[float | sp.Symbol] | None = None
     planar, (0, 0, −9.81) spatial.  Numbers become the shared parameters ``g_x``,
     ``g_y`` (``g_z``).
     """
-    from mbdgen.model import planar, spatial
-
     bodies = tuple(bodies)
     for b in bodies:
         if not isinstance(b, Body):

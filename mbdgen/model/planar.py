@@ -16,16 +16,22 @@ from functools import partial
 import sympy as sp
 
 from mbdgen.errors import ModelError
-from mbdgen.model import forces as _forces
 from mbdgen.model.elements import (
     GROUND,
+    RSDA_ANGLE,
+    RSDA_RATE,
+    TSDA_LENGTH,
+    TSDA_RATE,
     Body,
     Contribution,
     Element,
     Ground,
     Local,
+    bind_bodies,
     make_coordinates,
     parameter,
+    unbind,
+    user_expressions,
 )
 
 __all__ = [
@@ -615,12 +621,12 @@ def rack_pinion(
 
 # -- drivers (Haug 1989, §3.5: driving constraints Φ^D(q, t) = 0) ------------------------
 def _driver_fn(owner: str, f: sp.Expr | float) -> tuple[sp.Expr, tuple, str]:
-    local, extra, key = _forces.user_expressions(owner, [f])
+    local, extra, key = user_expressions(owner, [f])
     return local[0], extra, key
 
 
 def _f(loc: Local, f: sp.Expr) -> sp.Expr:
-    return f.xreplace(_forces.unbind(loc))
+    return f.xreplace(unbind(loc))
 
 
 def _absolute_driver(loc: Local, axis: int, f: sp.Expr) -> Contribution:
@@ -763,7 +769,7 @@ def _tsda(loc: Local, actuator: sp.Expr) -> Contribution:
     d = position(qj, sj) - position(qi, si)
     ell = sp.sqrt(d.dot(d))
     elld = d.dot(_velocity(qj, vj, sj) - _velocity(qi, vi, si)) / ell
-    fa = actuator.xreplace(_forces.unbind(loc, {_forces.l: ell, _forces.ldot: elld}))
+    fa = actuator.xreplace(unbind(loc, {TSDA_LENGTH: ell, TSDA_RATE: elld}))
     f = k * (ell - l0) + c * elld + fa
     fvec = f / ell * d  # force on P_i (towards P_j when f > 0); −fvec on P_j
     return Contribution(
@@ -796,8 +802,8 @@ def tsda(
     expression in :data:`mbdgen.model.forces.l`, :data:`~mbdgen.model.forces.ldot`,
     t and parameter Symbols.  Singular at ℓ = 0.
     """
-    fa, extra, key = _forces.user_expressions(
-        name, [actuator], {_forces.l: _forces.l, _forces.ldot: _forces.ldot}
+    fa, extra, key = user_expressions(
+        name, [actuator], {TSDA_LENGTH: TSDA_LENGTH, TSDA_RATE: TSDA_RATE}
     )
     p, d = _two_point(name, body_i, s_i, body_j, s_j)
     pk, dd = [], dict(d)
@@ -822,7 +828,7 @@ def _rsda(loc: Local, actuator: sp.Expr) -> Contribution:
     k, c, th0 = loc.p["k"], loc.p["c"], loc.p["theta0"]
     th = qj[2] - qi[2]
     thd = vj[2] - vi[2]
-    ta = actuator.xreplace(_forces.unbind(loc, {_forces.theta: th, _forces.thetadot: thd}))
+    ta = actuator.xreplace(unbind(loc, {RSDA_ANGLE: th, RSDA_RATE: thd}))
     T = k * (th - th0) + c * thd + ta
     return Contribution(
         force=[sp.Matrix([0, 0, T]), sp.Matrix([0, 0, -T])],
@@ -849,8 +855,8 @@ def rsda(
     in :data:`mbdgen.model.forces.theta`, :data:`~mbdgen.model.forces.thetadot`, t and
     parameter Symbols.
     """
-    ta, extra, key = _forces.user_expressions(
-        name, [actuator], {_forces.theta: _forces.theta, _forces.thetadot: _forces.thetadot}
+    ta, extra, key = user_expressions(
+        name, [actuator], {RSDA_ANGLE: RSDA_ANGLE, RSDA_RATE: RSDA_RATE}
     )
     pk, dd = [], {}
     for local, v in (("k", k), ("c", c), ("theta0", theta0)):
@@ -872,7 +878,7 @@ def rsda(
 def _point_load(loc: Local, f: tuple, frame: str) -> Contribution:
     s = _local(loc, "s")
     q = loc.q[0]
-    subs = _forces.unbind(loc)
+    subs = unbind(loc)
     fv = sp.Matrix([e.xreplace(subs) for e in f])
     if frame == "body":
         fv = A(q[2]) * fv
@@ -894,7 +900,7 @@ def point_load(
         raise ModelError(f"{name}: frame must be 'global' or 'body', not {frame!r}")
     if len(f) != 2:
         raise ModelError(f"{name}: a planar force has 2 components, got {len(f)}")
-    fl, extra, key = _forces.user_expressions(name, list(f), _forces.bind_bodies((b,)))
+    fl, extra, key = user_expressions(name, list(f), bind_bodies((b,)))
     p, d = _vec(name, "s", s)
     return _element(
         name,
@@ -909,13 +915,13 @@ def point_load(
 
 
 def _torque(loc: Local, T: sp.Expr) -> Contribution:
-    return Contribution(force=[sp.Matrix([0, 0, T.xreplace(_forces.unbind(loc))])])
+    return Contribution(force=[sp.Matrix([0, 0, T.xreplace(unbind(loc))])])
 
 
 def torque(name: str, b: Body, T: sp.Expr | float) -> Element:
     """A pure torque T on body b: Q = [0, 0, T] (Haug 1989, §6.1, the virtual work
     T δφ).  T may use t, parameter Symbols and the body's coordinates and velocities."""
-    tl, extra, key = _forces.user_expressions(name, [T], _forces.bind_bodies((b,)))
+    tl, extra, key = user_expressions(name, [T], bind_bodies((b,)))
     return _element(name, "torque", "force", (b,), list(extra), partial(_torque, T=tl[0]), {}, key)
 
 

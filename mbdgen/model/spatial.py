@@ -26,6 +26,10 @@ from mbdgen.errors import ModelError
 from mbdgen.model.core import finite_number
 from mbdgen.model.elements import (
     GROUND,
+    RSDA_ANGLE,
+    RSDA_RATE,
+    TSDA_LENGTH,
+    TSDA_RATE,
     Body,
     Contribution,
     Element,
@@ -422,13 +426,8 @@ thetadot = sp.Symbol("thetadot")
 _L, _LD = sp.Symbol("_ell"), sp.Symbol("_elld")
 _TH, _THD = sp.Symbol("_th"), sp.Symbol("_thd")
 # mbdgen.model.forces exports its own symbols for the same quantities; both are bound.
-_TSDA_BOUND = {l: _L, ldot: _LD, sp.Symbol("_tsda_l"): _L, sp.Symbol("_tsda_ldot"): _LD}
-_RSDA_BOUND = {
-    theta: _TH,
-    thetadot: _THD,
-    sp.Symbol("_rsda_theta"): _TH,
-    sp.Symbol("_rsda_thetadot"): _THD,
-}
+_TSDA_BOUND = {l: _L, ldot: _LD, TSDA_LENGTH: _L, TSDA_RATE: _LD}
+_RSDA_BOUND = {theta: _TH, thetadot: _THD, RSDA_ANGLE: _TH, RSDA_RATE: _THD}
 
 Vector = Sequence[float | sp.Symbol]
 
