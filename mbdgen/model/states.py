@@ -237,8 +237,9 @@ def _expression(sym: sp.Symbol, what: str, value: object) -> sp.Expr:
         raise ModelError(
             f"state {sym.name!r}: {what} {value!r} is not an expression: {exc}"
         ) from None
-    if not isinstance(expr, sp.Expr):
-        raise ModelError(f"state {sym.name!r}: {what} must be a scalar expression, got {expr!r}")
+    if not isinstance(expr, sp.Expr) or getattr(expr, "is_Matrix", False):
+        shown = " ".join(repr(expr).split())
+        raise ModelError(f"state {sym.name!r}: {what} must be a scalar expression, got {shown}")
     return expr
 
 

@@ -113,6 +113,23 @@ rejected step leaves X, Ẋ and b as they were.  With nd = 0 every state loop is
 and the kernels see the caller's p: the results are those of the loop without states,
 bit for bit.
 
+**Implicit states**, d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (Eq. 8a in full;
+:func:`mbdgen.model.states.implicit`), when the module's ``IMPLICIT_STATES`` is set
+(the ``implicit`` argument): e3 = d(Ẋ_{n+1}, X_{n+1}, q_{n+1}, q̇_{n+1}, q̈_{n+1},
+λ_{n+1}, t_{n+1}) from the ``state_residual`` kernel, and the third block row of Eq. 12
+from its partials (``state_residual_blocks``; :func:`implicit_state_blocks`):
+
+    [d_q̈ + d_q βh² + d_q̇ γh,   d_λ,   d_Ẋ + d_X ρ′h]
+
+(β′h², γ′h for generalized-α, as in the other rows; an explicit state of such a model
+is the row d = Ẋ − f).  At the start, after q̈_0, λ_0, Ẋ_0 solves d(Ẋ_0, X_0, q_0, q̇_0,
+q̈_0, λ_0, t_0) = 0 by Newton's method on d_Ẋ (:func:`implicit_state_start`); a
+singular d_Ẋ returns ``SINGULAR_STATES`` with the state in ``state[S_BADSTATE]``.  The
+states' formula, error estimate, stopping test, predictor and dense output are those
+above.  Without implicit states none of this is compiled into the path taken, and the
+explicit path's results are unchanged bit for bit.  A state that reads q̈ is first order
+with HHT at α ≠ 0 (q̈_{n+1} ≈ q̈(t_{n+1} + αh), Eq. 11a); see the design notes.
+
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
 the scalars passed to :func:`residual` and :func:`iteration_matrix`.  Its linear
@@ -569,6 +586,31 @@ def dense_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
 
 
 @njit(cache=True)
+def dense_implicit_noise(ws):
+    """(Σ|d_q̈|, Σ|d_λ|) / min_i |(d_Ẋ)_ii| of the implicit states' latest blocks: a
+    change δ of q̈ (of λ) below its round-off floor moves the Ẋ that solves d = 0 by at
+    most about the first (second) times δ; the Ẋ correction is not asked to be
+    smaller (:func:`_state_correction`)."""
+    return _noise_ratio(ws.dqdd.ravel(), ws.dlam.ravel(), np.diag(ws.dxd))
+
+
+@njit(cache=True)
+def _noise_ratio(dqdd, dlam, diag):
+    sq = 0.0
+    for v in dqdd:
+        sq += abs(v)
+    sl = 0.0
+    for v in dlam:
+        sl += abs(v)
+    dmin = np.inf
+    for v in diag:
+        dmin = min(dmin, abs(v))
+    if not dmin > 0.0:
+        return 0.0, 0.0
+    return sq / dmin, sl / dmin
+
+
+@njit(cache=True)
 def dense_state_jacobian(ws):
     """``ws.xjac`` ← d_Ẋ (``ws.dxd``) of the implicit states, for Ẋ_0."""
     for i in range(ws.dxd.shape[0]):
@@ -634,6 +676,7 @@ _DENSE_OPS = {
     "mass_scale": dense_mass_scale,
     "record": dense_record,
     "state_jacobian": dense_state_jacobian,
+    "implicit_noise": dense_implicit_noise,
 }
 
 
@@ -702,6 +745,10 @@ def la_state_jacobian(ws):
     return _ops_of(type(ws))["state_jacobian"](ws)
 
 
+def la_implicit_noise(ws):
+    return _ops_of(type(ws))["implicit_noise"](ws)
+
+
 @overload(la_start, inline="always")
 def _ol_start(n, m, nd, ws):
     f = _typed_ops(ws)["start"]
@@ -744,6 +791,12 @@ def _ol_r_prev(n, m, ws, lam):
 def _ol_mass_scale(n, ws):
     f = _typed_ops(ws)["mass_scale"]
     return lambda n, ws: f(n, ws)
+
+
+@overload(la_implicit_noise, inline="always")
+def _ol_implicit_noise(ws):
+    f = _typed_ops(ws)["implicit_noise"]
+    return lambda ws: f(ws)
 
 
 @overload(la_state_jacobian, inline="always")
@@ -977,14 +1030,16 @@ def _state_accept(n, NM, nd, head, X, Xd, xb, x1, xd1, xb1, hist, y_max):
 
 
 @njit(cache=True)
-def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol):
+def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol, floor_add):
     """Ẋ_{n+1} += ΔẊ and the norm of ΔẊ: at a fixed step against ``tol`` max(1, ‖Ẋ‖∞);
     with error control Eq. 46, ‖ΔẊ‖_X/√n_d against c ε/|∂δ_X/∂Ẋ|.  Not below the
-    round-off floor: a change under eps max(1, ‖X‖∞)/gx no longer changes X (Eq. 9a)."""
+    round-off floor: a change under eps max(1, ‖X‖∞)/gx no longer changes X (Eq. 9a),
+    plus ``floor_add``, the round-off of q̈ and λ that implicit residuals pass on to Ẋ
+    (:func:`dense_implicit_noise`; 0.0 for explicit states)."""
     sxx = 1.0
     for i in range(nd):
         sxx = max(sxx, abs(x1[i]))
-    floor_x = _NOISE * sxx / gx
+    floor_x = _NOISE * sxx / gx + floor_add
     dx = 0.0
     sd = 1.0
     for i in range(nd):
@@ -1224,6 +1279,8 @@ def index3_chunk(
     attempts = 0
     k = 0  # Newton iterations of this step
     uses = 1 << 30  # solves with the current factorization (unknown: count it as old)
+    noise_q = 0.0  # implicit states: how q̈'s and λ's round-off reach Ẋ (implicit_noise)
+    noise_l = 0.0
     restarted = False
     converged = False
     nrm_prev = 0.0
@@ -1456,6 +1513,8 @@ def index3_chunk(
                         state_rate_qd(t1, q1, qd1, pk, ws.fxqd)
                         state_rate_x(t1, q1, qd1, pk, ws.fxx)
                 la_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws)
+                if implicit and nd > 0:
+                    noise_q, noise_l = la_implicit_noise(ws)
                 state[S_JAC] += 1
                 factor = True
         size = NM if phase == _PH_START else N
@@ -1542,7 +1601,21 @@ def index3_chunk(
         if nd > 0:  # Eq. 46 with error control
             nrm = max(
                 nrm,
-                _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol),
+                _state_correction(
+                    NM,
+                    n,
+                    nd,
+                    adaptive,
+                    b,
+                    xd1,
+                    x1,
+                    weight,
+                    gx,
+                    kx,
+                    stop,
+                    tol,
+                    (noise_q * floor + noise_l * floor * sm) if implicit else 0.0,
+                ),  # fmt: skip
             )
         k += 1
         state[S_NEWTON] += 1

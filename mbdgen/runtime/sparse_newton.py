@@ -474,6 +474,17 @@ def sparse_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
 
 
 @njit(cache=True)
+def sparse_implicit_noise(ws):
+    """:func:`mbdgen.runtime.hht.dense_implicit_noise` from the blocks' values."""
+    plan = ws.plan
+    diag = np.zeros(ws.xjac.shape[0])
+    for e in range(plan.dxd_rows.shape[0]):
+        if plan.dxd_rows[e] == plan.dxd_cols[e]:
+            diag[plan.dxd_rows[e]] += ws.dxd[e]
+    return hht._noise_ratio(ws.dqdd, ws.dlam, diag)
+
+
+@njit(cache=True)
 def sparse_state_jacobian(ws):
     """``ws.xjac`` ← d_Ẋ of the implicit states (dense, from its values), for Ẋ_0."""
     ws.xjac[:] = 0.0
@@ -583,5 +594,6 @@ hht.register_linear_algebra(
         "mass_scale": sparse_mass_scale,
         "record": sparse_record,
         "state_jacobian": sparse_state_jacobian,
+        "implicit_noise": sparse_implicit_noise,
     },
 )
