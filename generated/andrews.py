@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5224e83b097c28f117aabc7f9517ea1e8a575696f44322d85ca9040e5184b5cc"
+BODY_HASH = "7b9f1167f93dca24a3ff7b29e4ff27e4fedd5155564eefce5918a0ded89bed97"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

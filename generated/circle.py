@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d350703f3e5ffccab8febfb907883b808d03a34fc12f1a4c43b7399dad14b9e8"
+BODY_HASH = "9d51881d819d82a7c3e235912ef5d7814246057ee4a4716d2eea5c9e6eba24b5"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

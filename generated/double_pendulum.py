@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3c98b1b4f5cb513349c15778a7c6d460698203361e8675731e58844268f33d61"
+BODY_HASH = "676cbd6702cee35a5e370c84e855d260f688001d11f2b8c2cd86f67c99d9b281"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a2645c093cc2699d6a5961ee3f66033c07f688a1c25b005836f79206b28a735d"
+BODY_HASH = "1d4c8ac413cb26e25736226d7ba736e080d34a8b9a28b71ef7e0f7b4be83b100"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

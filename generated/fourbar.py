@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "87b06f8dada214abac2c58df8564a5501aa844da147513388a040f7d97ba2362"
+BODY_HASH = "4b1123379aa73598f0a3d8c71cb85f68801572865436f303165a641dd2704518"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b76c68e56cb9375b5e6301018199400fc1f42fbb83fed04acf794d3db826cdea"
+BODY_HASH = "b29b5c083f505302d3f860ef631609797110294769531871bfcf5f39f846683a"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c63d9de1fa92c9bbda7370b4993f8c7e72154cb9cad3ed63714a283c53c2027e"
+BODY_HASH = "51e277a8eed2b9bfd04f038ad0199c3c69d52426ce07d2c8bc042edd4e45d053"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8db1064d5c4a1e1ec481be3b7db8762b63e268214966a74bc07ab493a40dddb1"
+BODY_HASH = "ca6d6e182fab142c46aa9dcc27d3c41f4e2a58de506abb33a1c6d9ceb640dfee"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5e2b1dfba0925f4709fdb0c2f1222f3822db879d04422df87cf7efd808d25232"
+BODY_HASH = "54a7d9e905126fc2ab362a13b8278466274a2656e33007785424fc845f54c3e5"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4badae49c50e946528465994a882eea6092d191271e9005bfbdd41aabff80488"
+BODY_HASH = "4e22e4453b5cea8b6838cc6f20177becf327b209e15ec8507df63b1d84a8e20d"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

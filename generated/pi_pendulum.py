@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "57399c9656a703827a5ab751c171c5334500470d98a23b7b7506b9e36094ffb4"
+BODY_HASH = "8551239a37476345f7d827bf933469403425753cd806018612bf6c2291bf9057"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"

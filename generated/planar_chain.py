@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "45463747f687c4de608a05c547dc01a5bafb38bf8c67f899e73e8a7df1430bb1"
+BODY_HASH = "65a5823fa16b08ba8f7ea7ec4d332cd17fe6cf115d4ccf3088c8187b4b7a7f92"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

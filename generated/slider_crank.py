@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8416077ff15d0a5eaecc025d6c54c55b3ae757613ea211d8064568155d17e410"
+BODY_HASH = "5f03bb80bb33467608dfbf43963f5754266d0fc298ba5d4cbf7e4e4cf7d9abd3"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"

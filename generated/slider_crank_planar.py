@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3ddb6db49535939ad23270671b2dd5123be34d708828cec261645009d27a6cb7"
+BODY_HASH = "4e308de5439802219e1fb60c27856cdbb7d12b3d63085c9f9bdce5cd0f6dcfbf"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d6e25944408413ac808a57efe7242211cb42508bf6bf7d420d540b6a87982471"
+BODY_HASH = "56c37fd751cd2929fd3f21315d73e0c063e12b0e4ede2106f544c0e0fab41342"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

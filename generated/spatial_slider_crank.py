@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4b8eae713f35e576923b01b1f02bd60aeffb400a39befa6307a4b75b000b0b8d"
+BODY_HASH = "8fd003a4838bbe01557e6c005e513b09124a69fb07eab569232e7b83a5d84c60"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

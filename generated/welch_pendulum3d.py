@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "7bdb5a4812b67239"
+COMPILER_HASH = "0ebf0312167b43e1"
 ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a95fafca3c367f1daf7f64c94e8db20bbcdfe1d13209dd0a216a30bcbee8f742"
+BODY_HASH = "a5a4e30346c8879a60c69d0fb1107701668c790aacfaaed30905a13a9a7a8196"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
