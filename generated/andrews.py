@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1cb088db20bf2db10c725005323f3a3f87402435fe342d8721698254ccd9727c"
+BODY_HASH = "f43905f98b8628232f884f25ecf15e2abf6ef7ca8cda4afe9206b5f7638d9d52"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -46,54 +46,57 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 62
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 16
 
-# 3352 characters of compressed tables (grows with the number of elements).
+# 3416 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWn1sFMcVvzt/YC8GY2zc1CYBbDCkHOZub2/XkNSbs72+O9fnO99dwXz1cDAEO/5AhgQcRarkkJAUSEOMCiWF"
-    "0CA5VUnaAlETVVG2+RAVUv+pUvULJaitalorrWiaphFCTffj7fj23Y7Xdu20SXx/7G/m/d6bnZ15b3b2zf0g36H9"
-    "tmypqIs2bEqFW6R4MhxQsEFqq3BXdPbu47kK9xbBXbNtmxuUvqKwCYV8QGFrFJJL41oCEcnEece4aGNjQkom0psd"
-    "IxPhzVImVR9tSSTjgXBLMqNlr9cPKtF4Q7glkJQyVWr0u0ueVDhmehqWyFtNch+RxzP6okgjgUQiFYsmrG3iFjbe"
-    "VDAQiQRSrQ3IjjP6QDToCqbOc26OyFtNch+Rp3eEaMdCYeUm495IV2kORCyUvGYlTJPbxC1uztJGgXdjDbqCaRTS"
-    "5a0mOU/k6R0hUtoopDVIHwXeGCrWchR4iBKFjlvc3JdqjMbrpcxR8LrXIQ26gmkUvG6ByFtNch+Rp3fEa0jjFlIO"
-    "tz0mt2ybs2ybs2y7WYpIFjFcw5roeLTZHL8eHvEbTaOyzm22T26KSWYFjSajXh9tTqcRi1o3seOajmfZhi09JhJZ"
-    "6iSJFWTqY800MjbT4xvTbKVoRErGNynupy656sKcpsRaKtVHpUZFaVd3XzvEPGetpqzkJj2WBU9CmjCbtjduDLdJ"
-    "DbZaSSkeMa1UxjqpreUWA+Uxs5YzpLHIjvWOUcgIqFggrvi/0qHMt6Rf95mxxcl69sZ46/nTeWTLc2mcvqohDSFD"
-    "ATWfroAoo/VUg9QY+GqzeYp5vVutHvPE68PR2mApjkuB+mQ42pL5Noe9RCKpvuvj6iUzRjwWKpZTmK5i34htG222"
-    "bVCCfYPUHK0PJzN3Tiyr+2mbeZQUq21OfdPmcAF+PMlfFthlT9E+B+xyp2g/B+zypmgPm1YHM0X7uWBXMEX7eWA3"
-    "f4r2e7rbe9v7mQnDvX0dA15GvbLa1addOe3q1668dhWgP44sNEH56IELARci/cliVHFHJqq85JmYWoqppTq1VKeW"
-    "JNanllXQapxe4/Qar9d4tRbwqxXlqpSDajGoSQVNKqjlkFoMKSVtLFIHGB0HAPfs7tTHBxgWGJYwPmB8wPgIwwHD"
-    "AcMRxg+MHxg/YXhgeGB4wgjACMAIKoMDFgcgDigcINjhsQNjhzR+n/R9Db9aAFiE/KwYsMQxPb/Py/Ph/hvtLwIs"
-    "AyyfJnu75/wC4G2AX0TtrARcBXgn4JcA1wJ6AL2ArM380uaRNl9285KN7BdM8/i70H1yJ+i/dv5HG9fVgBygH5AH"
-    "FCZ4f7t4mun4MfyrFPmX4W+3Ay4GXAJ4x2ek/8UUPytFfrYYtXcHam8p4DLACsBKwOWAKwCrkB+5AdcAVgP6bPxs"
-    "suvzZNdtmj5tPmn6tPmkzT+tfdo6Q2sfr2d5qF28fn3a/Rn7A/YLJ3o+J3q+bMq+Nmea3vcTfZ/jOLR7D850nK5E"
-    "cbmWErcsilv83l0PeBdgDeA6wFpAEfBuwC9T3m/YnwtmaH86Xe0IlOfG44Kfm9ZeCWU/Qesv1p/wBx8TZWJMnfqJ"
-    "pX5YqZ9TylcUE1Q+mpgQs3dPf2fvfUxHf+eDO1VtZvxLV19n774pXnf19e/YqV8d/6Ofi4LZlDXXhebMhXzWhXzX"
-    "hXzYhebMRVmz8Z5zpr59nDbjYKefRYll7NtTledS9OZQ7PKm6b4z1R/aOOdQ6tg+Z4L1uTb1Ikp9PsK5NvUShEU2"
-    "dYeN32VNcC3OneC451Pe4fhdbrfnwXsfuz0Q3gsUz87/7PynJX1p67LB262/tD2vYZ9N2QMbfC5lT+yy7OcNcRZn"
-    "Emd/s7+ZXc/wujbZ9Q2vc0WfkfEupKzDC1DdgZ4b5yTw/t1Bee870fswC+kvoqzvpWg9d6BcQjbSvw2t6w6Ua8hB"
-    "+mWUXHM5kjtRbmIO0r8dyZ0od4G/wZcguRPlNvKR/jIkd6LcB4P0K5HciXIjc5H+CiR3otxJAdJfieROlGufh/Tv"
-    "RHInysXjXMdqJHeiXA323zVI7kS5HpxbWEvxdw8lzr2UOGBRHDhQ7mgh0udQfDhQTrgY6fOUfaSA5E6Uk1mE9Nch"
-    "uRPlbKYrN/RJnRH+v/ezp68HDtsNbIIj9h7AJjhY7wFsguP0HsAmOETvAWyCo/MewCY4MO8BbGKiqb2dB7TrgHrt"
-    "0spdA0xMk8c0eUyTxzR5nSav0+R1mrxOk0usT2N0hHoX1DWeA54DngOeA54HngeeB57X+IBfozXQa116TeGCGhXU"
-    "mKBGBHUbQbcRdBtBtxE0LqRRIY0JaURIk+sZPY0kxTFp15h0TPd+o7DDKHR7Zj9dP9+frg6bVKCDMh45FH3a+ORR"
-    "xiXLRh+3Z2efj8YP29OOA/ExYBHFnnY8OJ8yT/mU+ZxP6Q/tbwsllKW4kDLfJZT+YntafOO4KpomO1qKxC5lTYtH"
-    "WnziecuxSfnapX7tUsC0+LaLd7v4/28//ezWi8l+Gi60wWIbbBaeCGz/01nxtWfL1r6zfFhsf2Zv4Ph9b9Q+e7f7"
-    "l6dGesTh66OD8ZOnaw98/dWNLzafFN9LPL/rEeZXtS8Nvd76/ujD4u5vnXpoNOtcrej/2k/CBRfFRe+9vC3n4J8z"
-    "+FfFd89vqHpBHI2v3vlwwQe12O9+N3L5g4MrWmSjfqbgyac3Xj9AUjebO+66Fj16iNQvxO4/tf87z8mHBfabt14/"
-    "K1Z+d831+NZH5culg4uPe4ZE/bmeIu0Z/MKjf1v64PBTMuaN3/Yh/+iysqMZPMjJ/f94K7Kq4acX5HnD7R89fvJe"
-    "+c3gW8dDz52Qr3Xv3fHQG4Oy7/cnbg4kjolG3bBzr440BV7eL2L73/x41aVA1RPyoZ7DbHlHP6m7Bz9+seNnwzLY"
-    "kXbePlT9vb5vPyJu/3vjyDExJA78pcqb98IRUR2lE70X9X5evHCPof/01n/X3/zrJfEbw1t/+3Zpi1j57iX3aXme"
-    "PPLRucc+PPlD2cE0ffjMzn55f+H25WEPKxry2l8LV6u8Q/KR4NXagpvHxfU7HvhXpPIdccmGc6vefP+MPHjPsfOX"
-    "X3lcjJTJIydeGRHza147dDVwXr51ZXP3jTnHxPJflP7hluea+PxLhxP960/LAz/f9/0j/3xUrt/z5BVp6Q3xzFv8"
-    "UMmVC3J5a+H+s0sfEyvDuw/Gf/SPT03KLlqtHwjXVeuHwQF/tX4SHBCq9WPgGGjoyKobW1TSDoiJTC9pB8ZEppd4"
-    "JgiNB0EnBPfQkYc/4KY6jL/gktKe3Z1QZgnPEp5N432E9xHel8ZzhOcIz6XxfsL7Ce9P43nC84Tn03iB8ALhBZ3/"
-    "D8mvbDU="
+    "eNrtWmtsFNcV3l0/sBeDMTZuakgAGwwpi9mdnZ0xJPVk7B3vruv1PgPm1cXBEOx4bcuQgKNIlRwSkgJpiFGhpBAa"
+    "JKcqiVogaqIqyjQPUSH1T5WqL5SgtqpprbSiaZpGCDWdx5nxztm5nrVrp03i/THfvec758yde8+9c+fcHZprU35b"
+    "t1Y3RvybU6E2IZ4M8RL6hfZqV3VX7z6GrnZtZV3127e7QOlrEpuQyAcltl4i6QyujQ8LBs4zzkWamxNCMpHpdpxM"
+    "hLYI2VRTpC2RjPOhtmSWZ4/HByqRuD/UxieFbJV69e6COxWKGp6G0uUxg9yry+NZbZGkYT6RSEUjCXObuImNJxXg"
+    "w2E+FfMjO1prg65BVjA0nnbRujxmkHt1eWZDdO1oMCTdZMIbqSqtfNhEyWNUwrR+m7jJzSlSLzAurEFWMPRCpjxm"
+    "kDO6PLMhupTUCxkOyb3AaF1FmfYCA7NEouMmN/emmiPxJiG7Fzyu9UiDrGDoBY+L1eUxg9yryzMb4tGkcRMpjX2P"
+    "y01906a+aVPfrUJYMJnD9ZSBjkdajfPXzSB+k6FX1ruM9snNUcGooNB6rzdFWjNpxCLvBnZC04ks27Gl20AiS5XU"
+    "5woy9VJGGhkb6YmNSbZCJCwk45ul8JOXXHlhzlCiTJWaIkKzpLS7p68D5jxtriat5AY9ioJIQpowmpY3bg61C35L"
+    "raQQDxtWKm2dVNZyk45yG1nTEVJYZEd5xilkBFSUj0vxLzUo+y3pU2NmfHEyH71x3nz8VB7ZMnQGp65qSIPNUkDu"
+    "MxUQpXlP+YVm/t5W4xAzarNibuPAq90R85uK4wLflAxF2rLf5rCXSCTld31cvmTPEbeJiukQZqpYO7H00W7po31C"
+    "H0Ii5L+Xb1W6fyJPmXq5+Iv5/Tn5k/Vy85eju9y85eYsJ1/tubWsPbeWtefmzNzXRqE10hRKZu+GKUpde9qNkS9Z"
+    "bberG3GbA/CTSf7ywC5/ivYFYFc4Rfs5YFc0RftisHNO0R4+ZGwlU7SfB3bzp2jf39PR2zHgzBnu6+sc9DjlK6Vc"
+    "vcqVVq4+5cooVxbaY8tDA1SMHrgUcCHSnyxGpHB0RqSNmzMql6JyqVEuNcolgfLKZRmUGq3WaLXGqDVGrvE+uSJd"
+    "pXJALgYUKatIWbkclItBqaT0ReqAU8VBwP49XWr/AEMBQ+mMFxgvMF6doYGhgaF1xgeMDxifzjDAMMAwOsMCwwLD"
+    "ygyesHgC4gmFJwgOeBzAOCC136d9Xy2uFgCWoTgrB6ywTc/vi/J8uP2a/0WAVYCLp8ne6jm/BHgb4JeRn1WAqwHv"
+    "BPwK4DpAN6AHkLIYX9I4ksbLalzykf2Cae5/B7pPYY7xaxV/pH5dA0gD+gAZQDbH+1vNp5meP1p8VaL40uLtdsAl"
+    "gEsB7/ictL+cEGeVKM6WIH93IH/LAJcDVgPWAK4AXAlYi+LIBbgWsA7QaxFnk12fJ7tuk/RJ40nSJ40nafxJ/knr"
+    "DMk/Xs+KkF+8fn3W4xnHA44LO3o+O3q+fMK+tmCa3ve5vs/xPLR6D870PF2F5uU6wryl0LzF790NgHcB1gOuB2wA"
+    "5ADvBvwq4f2G47lkhvan0+WHJTw37hf83CR/FYT9BKm9WD/nDz5nxBl1NsqfWPKHlfw5JX1FOQPSR5Mz6NzbP9DV"
+    "e7+zc6DroV2ytnPiS3dfV+++KV539w3s3KVebf+jn4OA+YQ114HGzIFi1oFi14Fi2IHGzEFYs/Gec6a+fewW/WCl"
+    "n0eYyzi2pyovJOjNIdgVTdN9Z6o9pH4uINSxfUGO9bkW9TJCfT7CuRb1CoRlFnWbRdzl5bgWF+bY78WEdzh+l1vt"
+    "efDex2oPhPcC5bPjPzv+GUlf0rqs8VbrL2nPq9nnE/bAGl9I2BM7TNt5g5vFmcTZ3+xvZtczvK5Ndn3D61zZ56S/"
+    "Swnr8AJUt6HnxjkJvH+3Ed77dvQ+zEP6iwjreyVaz20ol5CP9G9D67oN5RoKkH4VIde8GMntKDcxB+nfjuR2lLvA"
+    "3+BLkdyOchvFSH85kttR7sOJ9GuQ3I5yI3OR/kokt6PcSQnSX4XkdpRrn4f070RyO8rF41zHGiS3o1wNjt+1SG5H"
+    "uR6cW1hHiHc3YZ57CPOAQvPAhnJHC5E+jeaHDeWEy5E+Q9hHskhuRzmZRUh/PZLbUc5munJDn9YZ4f97O9N9aThs"
+    "17AFjtjTgC1wsJ4GbIHj9DRgCxyipwFb4Og8DdgCB+ZpwBZnJLW364ByHZSv3Uq5e9AZVeRRRR5V5FFF3qjIGxV5"
+    "oyJvVOQC5VUYFaHeDXWFp4GngaeBp4FngGeAZ4BnFJ73KbQCaq1brUlcQKECChNQiIBqw6o2rGrDqjaswgUVKqgw"
+    "QYUIKnI1o6eQenFc2j0uHdd9QCvs1Ao97tlP1y/2p6vNIhVoI/RHAUGf1D9FhH7Js9DH/qzsi1H/YXvScSA+Biwj"
+    "2JOOB+cTxqmYMJ7zCe0h/W2hgrAUlxLGu4LQXmxPmt94XpVNkx0pRWKVsibNR9L8xONWYJHytUr9WqWASfPbar5b"
+    "zf//9tPPar2Y7KfhQgsst8BW9kl+x5/Ocq8/V7Xu3RUjXMeze/nj97/Z8Nzdrl+eGk1zI9fHhuInTzcc+MZrm15q"
+    "Pcm9n3hh96POXzW8PPxG7IOxR7g93z718FjeuQbO9/WfhEoucovef2V7wcE/Z/Gvce+d31j7IjcWX7PrkZIPG3Dc"
+    "/W708ocHV7aJWv1MyVPPbLp+QE/dbOm861rk6CG9fiH6wKn9331ePMxS37r1xlmu5ntrr8e3PSZerhxactw9zKnP"
+    "9bTuT+MXHv3bsodGnhYxr/12DPvGllcdzeJBrt//j7fCq/0/vSDOG+n4+ImT94lvBd4+Hnz+hHitZ+/Oh98cEr2/"
+    "P3FzMHGM0+qanWtNuIV/ZT+H7X/z49WX+NonxUPpw9TizgG97hr65KXOn42IYKf7eedQ3ff7vvMot+PvzaPHuCA3"
+    "+JdaT9GLRzi5l070XlTbefHCPZr+M9v+3XTzr5e4b45s++07lW1czXuXXKfFeeLox+ce/+jkD0Wbs+WjZ3cNiPtL"
+    "d6wIuSlOkzf8mr1a6xkWjwSuNpTcPM5t2Pngv8I173JLN55b/dYHZ8She46dv/zqE1y4Shw98eooV1z/+qGr/Hnx"
+    "1pUtPTfmHOMW/6LyD7fc17gXXj6cGNhwWhz8+b4fHPnnY2JT/1NXhGU3uDNvM8MVVy6Ii2Ol+88ue5yrCe05GP/R"
+    "Pz4zKbtInXog3FinHgbzvjr1JJhn69Rj4ChoqEjJG1tUUg6IdZlaUg6MdZlaYpwBcB4AnSDcQ0UG/oCb6tT+gquX"
+    "+vd0QZnSeUrnqQzeq/Nenfdm8LTO0zpPZ/A+nffpvC+DZ3Se0Xkmg2d1ntV5VuX/A0E08i0="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -149,6 +152,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 7
@@ -1796,6 +1811,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1810,6 +1867,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1876,7 +1981,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

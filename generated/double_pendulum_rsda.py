@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "bdf25c28125f636866dbaa02dbbc4778c44b155a982fafd3f93505425a37972c"
+BODY_HASH = "c3c6821515440edd990a11b6321d09183b5363ffb070cfeec3fc824db1b3eab5"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -47,31 +47,35 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 20
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 3
 
-# 1396 characters of compressed tables (grows with the number of elements).
+# 1456 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNq1V81y00gQdozDj3aX/ztVgaNryxorLnNKhD0GsbZlS2LXIZVSGRISh5CkkkDhB+DMG/AWVHGDR+G+F47cYKxp"
-    "/UxrxmMbMgf1qL+ve3paMz2jmlGI2ubmygO3uRE6XeoFjs1kkw5Wyiujw7OatVLeJOX61lYZSP8w1Gfga4bWGWhW"
-    "U6xrd6iAmSnmtlo+Dfys2xT0nac0DzXcrh94ttMNcp6r94Hhek2nawc0x1jlY9NK6PSEuZBE3xf01UTv5SJh2o7t"
-    "+2HP9eU2nsTGDB/anY4d9pvIzixjhpogBG+WrUTfF/TVRJ8NxIy1vUcOG2TqQJzStjsSEvKD4SQoTzI4UWfBQgw1"
-    "QZ4FgrNQS/TSQNRZsESKPAtEJGG4HsOyLFTDlus1qCwLmKEmoCxUE31foZcGIgvPUodnIYaaIA/PUnwkSxqeJQ1v"
-    "Fe/haqLvK/SS/bgq3aVt2qGSAlNbFWDPbQuwheH/skmpl0XnwUZPKG98qSQpb7jtLGqJKPItoFNNp1kOsGVFAJEl"
-    "B5N9jExrIopsBXSqqcKSuh0aeBts3U0OgslxkZsT4jRc2mKcFwdHw2y+cyx2ugg0C9YPIsJX1I3acga0qSMF1OuI"
-    "K4UPGZ0ukgRVRFT6XSJUmtgIkWa1Z3tswbNo8md2nS/ttFhKXaew3H8EI0uTZDBeYxEjT0DeswQExd7DJm3ZT9ri"
-    "pyU8Vf2KoOWx9psyrUftRuC43fzVg68mP5jcOrzJI78lKhKK9NtlKXonWh8DrQ/F3v6Xtt2GE+SvcDW+PgdiipjR"
-    "VgHaEsgfc7Yi2F1Y0P74YHg4PDG4OBgdvjSNyZMUkF8s90aHuzsmm4IBPRN6JNERpos8hm8NLscgj/dGfBRACCBk"
-    "guCM4Bnq8BLI5cL09rvs8Tu2vwjykmZ8nf9Z86Kbjw6/DPIKSPi9KfyxYP6Kc+Z51jzq4lTl70+Qf4G8qplXac71"
-    "p8OvgbwO8saCeVXFdRPkLeQH6xcdr6SoCJniATUByoBxcro9NKMnMXZPhm9GZ+OQs7Nv5NnR9tiIHvtHrG7C88XR"
-    "yfOd/LMwYysqZAnx5n1ftJrgXaF7L56zfXFGf6p5FhWr4bz9x+fX9Kr5be3X5Pk13fzmbSVFHpYV1fAi0i+h6opP"
-    "pctIv4SqL47bQPqlXzxF5uXzi8YruHA8huvFK5CPoUKFp6O3aXecdPdT7T5oScolKZekXBJxo1oXvgT5HOTZ3s7Z"
-    "sMJLIIAEQBKDu+wytBuOz3vjFBQfsqi5RixrjsflOeMtKBZgUSMvaGS8gZ9E7eOa/B23r5/R+9pUfP39Ou/cXp9J"
-    "z9qdd//3P324+0XuP27fFyw88Xj31vm6/Zufr3xh5l8I3MvD7fhmnvTYDRz6JMFJghOO/wR9gBCK"
+    "eNq1V81y40QQdrzOsojfBe5UBY4uyhorLu8pEdYYtNiW9RNQNpVSmU02cTabbGUDtX4AzrwBb0EVN3gU7lw4coOx"
+    "pvUzrRmP7CVzUI/6+7qnpzXTMzLebaTt6GjnS885TNwJDSLXZtKh8U57Z35127N22kek3T8+bgPpG4aGDPyBoX0G"
+    "mt0Cm9hjKmBmgXnDYUijsOy2AEP3Ca1CA28SRoHtTqKK5+4jYHiB407siFYYu3xs2kncqTAXkut9Qd/N9UElEqYd"
+    "22GYTL1QbhNIbMzkK3s8thPfQXZmGzPUBCF4s23lel/Qd3N9ORAz006/dtkgKwfilJE9lpCQHwznQQWSwYk6CxZi"
+    "qAnyLBCchV6ulwaizoIlUuRZICIJw/0MlmWhmwy9YEBlWcAMNQFloZvrfYVeGogsPEsdnoUYaoI8PEvxkSxpeJY0"
+    "vF28h7u53lfoJftxV7pLR3RMJQWmtyvAgTcSYAvD35WT0m+LzqPDqVDe+FLJUz7wRmXUElHkW0BXmq6yjLFlRwCR"
+    "JQfzfYxMeyKKbAV0panCknpjGgWHbN0tD4LlcVGZE+IMPDpknGeX17NyvissdroINAvWDyLCV9SNOnRj6uhIEQ3G"
+    "4krhQ6aniyRBHRGVfpcUlSY2RaRZndoBW/AsmuqZ3edLuyiWUtcFLPefwsjSJCWM11jEqBKQ9zIBQZn3xKFD+2Ak"
+    "flrCU+V3BC2P1Xdk2oDag8j1JtWrB19NYbS8dQTLR3VLdCQU6bcrU/ROtD5irY94pQ8aus6BPUpzv8pTmVfHn+84"
+    "tfwtefX81XRXz1s9Z7V8xfUii+tFFtdzJvf1LR15AzeqXst7vObE4rJnRscNaFsg/12zNcHu3ob2Ly9nV7Mbg4vL"
+    "+dVz01g+SQP5xfJ8fnV2arIpGNAzoUdyHWG61GPy2uByAfLl+ZyPAggBhCwRnBE8Qx3eArndWN3+L3v8ju3vg3xL"
+    "M77Of9286Oajwx+AfBukAfKdDfPXXDPPdfOoi1OVP/gFb7wH8n3NvFprrj8d/gHID0E+3DCvqrg+Avkx8oP1m47X"
+    "UlSEUvGAmgBlwLh5dTIz0ycxzm5mP85vFwlnl9/I99cnCyN9XFyzugnPZ9c3T0+rz0bN1lTIFuKt+75pNcG7Qvfe"
+    "vGP7Zk1/qnk2Favhrv1n59fqqvn33pvJu2u6+a3bWoo8bCuq4X2k30LVFZ9KD5B+C1VfHLeB9FtveIqsy+cXjRdw"
+    "4XgM14sXIB9DhUpezV8X3UXevSi0F6AlBZcUXFJwScpNa13yHORTkLfnp7ezDi+BABIASQaescvQWbK4643TUHzI"
+    "puYasa05HrfXjLehWIBNjbynkdkGPkjbr3vyd9z+/B29763E93/e551P9mvpWfv0p7/833757A+5/6z9s2Hhycb7"
+    "fJ+v2y/4+coXZvWFwL08Oclu5nmP3cChT3Kc5Djh+H+IA5aC"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -127,6 +131,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 2
@@ -1653,6 +1669,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1667,6 +1725,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1733,7 +1839,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

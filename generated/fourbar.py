@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "88026d9a6027a481fc81bec1564630f16d0aa21eb65fda4928e146194d70f536"
+BODY_HASH = "89182d8d246b0d7cdbdb841883fbc95681647dce17c5fe4c6741db0a71c49ea3"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -45,34 +45,38 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 24
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 7
 
-# 1648 characters of compressed tables (grows with the number of elements).
+# 1708 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrVWM1vG0UUX68TN9m2lH7CEQUJcbAqf8Uyp3S/DBtsr727bZ1GkZUmqZo0iSPTQn3rn8HfAAdOnIuEhIT4A3rh"
-    "0CM3EPRQCSGYnS/vPM94bbelyh72vX2/35t582bmzdgfLGv42dxcsXxno+e13CDyTCQdt7uSX9k/flitrOQ3y/na"
-    "1laekj5HaIjARwitIbBUGGEts+mqML9eD90oTDY7AkPvjjsO2X4rjALTa0VjLVdqlOEHjtcyI3eMUatihlvoeW1h"
-    "LCVu7wj2MrcHY5Ega9MMw17bD+U+gcSn2PvUbDbNXscBfiUWA2eoCULwpXyF2zuCnXcpBM9baX/moU4mdkQoDbMp"
-    "IRVFEoR5UIGk85I6CxXAUBPkWSjBLFS5XRqIOgsVkSLPAmgHwjUGy7JQFodQzI/sHcFe5vZkK0VmlXVdzHM4kDg1"
-    "3KYr2UHligAHfkPcYKsAvp3sssbip3C00Rb2L8lF3Q9sN554228k0YKIgrYFdKLrJM/uJM+u3JMvVOBaLIkwcBbh"
-    "yc4qX9dvulGwgWY2rnZxTRzLJuDYvltHnHuH/W3aVFVOQzVU4NXoGgNEOpVp3da9ruukkSI3aAqjrNI+cRE1VdPK"
-    "UensYBT4fTJCgA9B2maAlj0KZ2z5F1dJukY1QT5vI1w+cwQHvqXVBEaKCWCUxwig+SQBQKz1nuPWzZsNcXZLZFt3"
-    "CoKVZKPjyKyBa9qR57fGUlQl/YRRfLwG8Uu1lUWKdPaSlPRGUtvoprah2OO33IZve9H4XaVYIJnrijlCXls6uSZp"
-    "WSr/nfFZoH6Lc/rnqN+ZOf1PDrePtweGIHYG28cPjJ3+o5PDvYEx6O882BtoYJw58A2libJjmOicMaxYs2LNjjU7"
-    "1pxYc2Jtd7D/5R76wn32HhtEDqk8ub/P4ogxqg25FuMkPgRTZcgUBMLZgdmG2WNPhspZ/Ze06Z7/q32DyrNT4qz9"
-    "ZQV+hcqrVF6j8r2U8aWNIzdj/PqU+Zw33lnnY/k1+Z+j8jyV71B5gcp3qbxI5SUqL885nlnj1AH/VccL480o+pm2"
-    "PbheXjWfMI7MlPuZxfU+iFtWWQ3TsAzbcEgpvNvfHRqj10EfHUGSN+YOtDkfXSEXFNsWDiszY3nTgT2bEsei4nsR"
-    "xAG/lxTlRRVPVrF8FxT9wuV32uNnlwBtyu3I+GL5/WPt7crT+8w7f7k3FI9q3S0r9r2hWC9nFcf0OUU9OA/yoIFy"
-    "nQX8CyBPGijnsFxfBHnUQLlfBPzLijxfAfYMuF7Aa+Q1YM+8oevH62rnK+Ph/WKB3r2PqFznt+0jrq2zO/YRU9YN"
-    "s/fF/mP8HsbvA6wfDA0L2y1st7DdwnYb221st7HdxnYH2x1sd7A9fg9Pe63VFGtfV+BZxdrUU65ysP8lBR/OPeSr"
-    "rn66Ip8q+7Rniz5l3tPmIW1e0mrqmcl77IYGzr6b+PkenEm/8e9vv4mf54qz6vlT8A14LwH+EuAvwPcSiO9FSvv0"
-    "efLP2ubPq989e/bX2s7Hv3ytf/Q74f2Qu8Hsvz756Wr44d9rmvTs1ziPtPcnG/9TZic3hx+53bxOLsPOdXoNtqgB"
-    "SXo/thMaJeF7LyHSfwx6u+w/A66hH/6xzv43SOjDhE5Y7N+DkTocqZjyHxZyUB4="
+    "eNrVWM1vG0UUX6+TNNm2lNIPOAcJcbAqf8Uyp3S9u4YNttfe3cCGKLJCEtSkSRyZFupb/wz+Bjhw4lwkJCTEH9AL"
+    "hx65gSCHSgjB7Hx553nGu3ZbUOaw7+37/d6bN28+duxzQ8Nte3u14dlbfbfj+KFrImk70Wph9fD0Qa26WtiuFOo7"
+    "OwVK+hChAQIfIrSOwHJxjHXMtqPCvGYzcMIgGXYMBu4nziRkeZ0g9E23E05ErtYpw/Ntt2OGzgSjXsMMp9h3u8JY"
+    "ytzeE+wVbvcnMkHWthkE/a4XyH18iU+p/77Zbpv9ng38yiwHzlAThOTLhSq39wQ771JInkfpfuCiTqZ2RCgtsy0h"
+    "lUQShHlSvqTzsroKVcBQE+RVKMMq1Lhdmoi6ClWRIq8CiAPhOoNlVaiIQygVxvaeYK9wezJKiVllXZcKHPYlTi2n"
+    "7Uh2UKUqwL7XEjfYGoA/TnZZZ/lTONzqCvuX1KLp+ZYTT7zltZJoUURBbAGd6jrNM5rmGck9+UIFrqWyCANnEZ7u"
+    "rPJ1vLYT+ltoZuPTLj4TJ6oJOJbnNBHns+PBLg1Vk9PQGSrw6nSNASKdyrRum27k2Gmk0PHbwihrtE98iJqqaeWo"
+    "dHYwCvzeGyPAhyBd00fLHqUzsfxLa6Rc4zNBPm9jXD5zBAe+5bUERg4TwKhMEED4JAFALHrfdprmZkuc3TLZ1r2i"
+    "YCXV6Nkyq++YVuh6nYkS1Ug/QRh/Xv34odrKIkU6e0lKepDUGFFqjGhqDCdw7U2zhWs/LVKSlyVez7YzxYt52eJl"
+    "DJctWrZgmWJF2TKLsmUWZQsmj/WR0/IsN5y8f5aKZDdE4rpHXjs6ufpqeSr/mbEtUL/FOf2XqN+lOf3PjndPd4eG"
+    "IPaGu6f3jb3Bw7Pjg6ExHOzdPxhqYJxL4B1KE1XHMNHdwWjEWiPWrFizYs2ONTvW9oeHXxygN9xn/5FB5IjKs3uH"
+    "LI8Yo9qIazFO8kMwVUZMQSCcHVhtWD3WclTO6r+sZWv/VXz6w0y7nBFn8VcU+E0qb1F5m8o3U8aXNo6lGfPXM9Zz"
+    "3nxnnY+Vl+R/hcqrVL5G5TUqX6fyOpVvUHljzvHMmqcO+C86XphvTtFP1nhwvbxoPWEeuYz7meX1FshbdrIaptEw"
+    "LMMmR+Gng/2RMX4cDdAnSPLE3KE2Z9MVckGxbeGwcjMebzqw51PyWFS8L4I84Puy4nhR5ZNXLN8FRb9w+V30/Nkl"
+    "QMu4HRlfPH5/X/9/5cVt887f0ivKR7XuVhT73lCsl8uKz/QVxXlwFdRBA8d1HvCvgTpp4DiHx/V1UEcNHPeLgH9D"
+    "UeebwJ4D1wt4jbwN7LlXdP14WXG+NB7cKxXp3fuEyg1+2z7h2ga7Y58wZcMw+58fPsLPUfw8wvrRyGhgewPbG9je"
+    "wHYL2y1st7DdwnYb221st7E9fo4u+lmrKda+rsDzirWpp1zlYP/LCj6ce8hXXf10RT1V9qzfFj1j3dPmIW1e0s7U"
+    "S9P32F0NfPs2cfsOfJN+5e/ffB23Z4pv1bMn4B3wngP8OcDPwfsyyO88JT5tj/9e3/5p7dunT/9c33v356/0d34j"
+    "vO+X7jL7L49/vBW8/de6Jv32a5xH4v3Bxv+E2cnN4QduN++Qy7B9h16DG9SAJL0fWwmNkvC9lxDpPwb9ffafAdfQ"
+    "D/9YZ/8bJPRRQics9u/BWB2NVUz5F6/B1xU="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -128,6 +132,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 3
@@ -1410,6 +1426,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1424,6 +1482,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1490,7 +1596,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

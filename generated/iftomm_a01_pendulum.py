@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f0d04fc385f3ecc0965e1c5d998362760fda51da43d3ede3ab1883491337dbc8"
+BODY_HASH = "54d5908f9b938c44a640bd1075539d620908e1f715862fe18fa66a5d9fdfe3aa"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"
@@ -44,26 +44,29 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 8
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 1
 
-# 888 characters of compressed tables (grows with the number of elements).
+# 940 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNqdVU1u00AUTtJCJV8CKWwjFDtpKStk7HGxsD3x2IBDFI0CoVFCmlRJQc0Beo2egyVrrsKGG8CMPf4Ze/yjzMLP"
-    "et/3/ua9Z/8+a4VnMum+gfoYmw5AvqkSqYOg2+suN3cXw25vIvcup9MeI70jqEfA7wS9pKCSYo5qgyw2TCFoGB7w"
-    "vazXFPTMT6AIadDxfKSajl9w/JIRINJNR/VBgSAPQgboY3PEVSInepfTK4keFRIhWlv1PDyCntgGCWxkfKXatopd"
-    "vcxOzud2nujdEr4wzuitiV1MIpUHiiiWateTSmFRkUq+hEGiF5agCEtQhL4tYANB6xWFgxG0+MZf5OCP2XIGPd7a"
-    "H4+4wYvSNyDSAG2cBq0s2ufRnG8OrTStsgyqLAOxZTJoOVOFR3O2HCqOGoPiqADawEdjMjF0RekiF73zHA0Cg3Cu"
-    "19tZxBqKWWTvOZrC5ipHZF2si2qYAdDrSD5AdrbGIQsZLn7pBSWo8IZCVNiTEBH2Y6QiMvAkm8Lgn0cfvXTbhZ5T"
-    "WOw+hCsso29ELaHCuRjCOjDU9xbf1+i34vb5ZkdKXaRFQNV8EzqFy3kVwp5P/wWIPsq2l6cI25al1Dup9RHU+ihZ"
-    "6w/AgprpF3+rcjQJAX9DxGjaYuffked2PdvMdvh2SyLdzPb72F+HyfVy840EohC+l0JxaOVOuyU+dfp2LtYJk6dM"
-    "PjkyTruh3VMmz2ryiyWtXqIXIi12sx/LuwOmms/b+UFa0fuTrre7L19bDasuwzsNs487yGv/vq6WzU9dvk270CnB"
-    "T0rinDb0G87iTdgPvF/exy8H9rKKNSumWUsLMsGLdHzbRxbUzL7phae8Zw9/3J+Pz3/V2dNqXtDqo6XEc7aWeP4f"
-    "Bf+1ng=="
+    "eNqdVl1u00AQTtICwpdACq8Rip20lCe0xGuwsL3xT8EhilaB0CglTaqkoOYAXKPn4JH78MINYNde/6y9tlfZh240"
+    "3zffzOzMJH142orOdNp9g/QJNh3oBSYgtw7Dbq+72tydD7u9qdq7mM16jPSeoD4BvxP0goJahjnAhnlsmEHIMHwY"
+    "+HnVDPTNT7AMjZDjBx4wnaAk/JIRkKebDghgiaAOIgbsY3PMVaKmdpeza6ndKyVCrDbwfTxGvtjHE/io+C2wbYBd"
+    "vcpPLeZ2ltrdCr4wzvidiV1MIlUHiikWsJtJlbCoSK1YwiC1C0vQhCVoQm0L2lDQek3jYA9ZfOPPC/DHfDmDHu8d"
+    "TMbc4MXpG8gbQdq4EbLyaJ9HC9ocWuta5xnWeYZiz3TQCq4ajxZ8OVQcNQHFUSGyYeBNyMTQFaWLXFbnOSMEDcK5"
+    "Wm/nMWsoZpG952gam6sCkXWxKaphhlBvIgXQs/M1DlnIaPErHyhFhS8UocKeRIiwH2PgkYEn2ZQG/yz+0su2Xaic"
+    "wWL5CK7xjL8jGgk14mII69AAlxbf1/hnxe3zzY6NusjqQTAKTOSUHudVBPsB/S3w6J+q7eUpwrblKc0ijRpho0ZY"
+    "qwF9U78EVvTwdUp5noyeq+tSepQnpycpJ6cmJyalFcplFsplFsqJibU+QAuNzKD8r5Iab3fITz1xmrXY+XfkuV3P"
+    "N/Mdvt2SSDfz/T7R67B7vdp8I4EohO+V6Dq0CqfdEp8me7sQ64Tdp+x+dGSctqTfY3Y/acgvuWn1Cn0QZbmb/1jd"
+    "HTC1fN4uDso1fT/larv78rUlWXUV3pHMPukgb/37uv6WP035ynahU4GfVMQ5ldSNZvEm6gfer+6TDwf24TqxXDPL"
+    "WlmSCV5m49s+siA5f9kHz3jPfv5xfz08/93kT6t5QauPlxIv2FrixX9lcjul"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -119,6 +122,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 1
@@ -695,6 +710,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -709,6 +766,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -775,7 +880,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

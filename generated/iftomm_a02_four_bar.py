@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "da9d2a99cdfd603c6895b9ad514291e16027e7b306d333fb432852f531904ecd"
+BODY_HASH = "356b3ca1c26f88466663fdf6bf99338c559fdeacaa0ed5337ac243048badd6f5"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"
@@ -45,39 +45,43 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 40
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 11
 
-# 2092 characters of compressed tables (grows with the number of elements).
+# 2156 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWVtTI0UUnoQEQri4u67uxXV3Ae8ile4MyD7hbDLRYC5kMqtBippC9gZyK9y1yA/wb/gvrPJt/Sm8+8Kjlg/a"
-    "M3N6LidzMiEGsLboKnK6z/ed7p7u05fTTI4qTlpbm35YL65a5ZpumGVNyKLemp6d3tp7saBOz67Nzy6ur88C6WuB"
-    "NgX4UqCLAsyrPlbTqnoIC9jVS6WmbjaD1fpgs/yd3gkV6rWmaWjlmtlR84MHwKgbxXJNM/UOBptfcCh6ziqvhD6G"
-    "e/pGSJ/39EZHV4S2qjWb1kq9GW1jRNgw60utWtWsRhHZ5WUfPAZNCHU+P6t6+kZIn/f0wY542pWvyqKRrg25lIpW"
-    "jSCxMAnDXqeMiMY5NQqqtOPEKAQIoVEI6hsh/YKnD3bEY1OjEKiQHgVVDhWPHAUVFomAjYjG89gL856+QegjPCof"
-    "6WcVvapHrBGmLoRwo14JryEMfxv8Hva5/F7AzdUVPUxw4FLdKOj25BbqlSCcC6Oo9hDa1bSbZaubZSva0nNGZMp5"
-    "GEbGYbi7MWWr16u6aawKx7G3NHvjCw6nGkUq1PWSID3d2d+AuhajaWKnDPGYCp6EmDCbsQ2Xyi29GMsydaMa+tJF"
-    "aNXZLDVqaj00coYcFNmxeR/CjupCK5oh/F90qPMUyrt98ld/9Oz5ePT8uTiyVdUA5m4biDHfQUDVBwkIkrVbRb2k"
-    "PaqEp1h1h6uRC0+8W12jGKk2dK1gluu1zs0CBqlp2oepYf9QazpMiZzCICW+ktg6WrF1EIv9G71SL5TNzpsJW3Q3"
-    "v1Z4lITVugIpAfKfU6Yk2A31aZ8Cu3Sf9sNgN9KnfQbsRvu0P9jZ2Ns4zHYRm4cbez/kso5gruDZzf2XBztPDpnM"
-    "cAWN4zDq1zjC46SWE9ObFb9M/DInz5w8d/Lczj/MWQ7iSLvMoMy8Moeyy+dQ5k7Z/TDrKAuZtswcPN+Cz5UgkyDz"
-    "QS5BLkHugjA0NiyzbT8boHCfwn2KUwt2a+ym2O2wG2G3GHR9WZBjaHonQE4q/aXXpX+n5ffa3zdAXgF5FeQ1kG+C"
-    "vA7yrQGPr4LsUwMen7P2A6r+QflTv/Nz0e2/DfIGyJsgb4G8DfIdkHdAvgvyLsh7IO+DnAI5DXIG5Hsg34+ZF+r7"
-    "KX84LZ8aR2o+4vgZ1P74/2R+8fGcIMopYn2/bv72AcgPQX4E8mOQn4D8FI1TGs0jPl9xvUlCnyL0w4Q+Q+gv6tzs"
-    "VY71KHu7ZIr7oLgGitufc+Vz7nnO5c650WWfHW78tPWibUFdoSILFwNk2QZS8O/3H7ezUT/b+yIq6en36f7h5hPq"
-    "VzmjlCRkijjxksgTksgTksgTksQN6r+WT3sDSxCeT8leAw9sl0YyQ4zXGFFO91ieJMqZmHK/OwDeCUaI7xsldogs"
-    "sZLHiZ1j4nJ8z2V8ZWCvoDJ+IEkO6GbgppOl11tepkGl9Dmvl4tOWWIfGUNlBa1rfL5NEJHyJNIn0M18CPGvEOv7"
-    "KhHRX0P6BLrZ44j+OtIniEhXQZHAMOLfQH6goEhhBPFvES8Vt5E+gSILfIO/g/QJFHng+byL9AkUmWA/vE/M/xSa"
-    "fwVFMtgvZpBfKCjSmUD8uEj7vF7azrtdeNPdlY+7y/Ihd1dmluXr7a7MLPvPtbt+dtl/od31s8siKLF+3DpyRdsR"
-    "225pW5SYizEXYy7GXIy7GHcx7mLcwez4xkEhIzXbUmNzmOQwyWGSw3wOlxwuOVxyoC0uOVxyuORw4DyzjsRf+/Ly"
-    "draXN4XYzJPEMwTV/0yPz7ejxGaUjHlGSxP2cc/aQ8Tz2yRhH/fMhu3x904QhyT217E+eXHBaVwQmiK+m/LHOP+M"
-    "89c4/43z5zj/jvP3OP+PXg8nS4+c9OvSYMo4Hb9SIoMZCle+6I4fL50SXxqsvbh8/PxH47dfZn7HvJufFc2/p/5C"
-    "wQ3Wy+/D+mMiKPqT0ON+nbzqT08FYZ16LTcHr38am4OHP43PwZuffXJK3M3Lxz/7vJR8Nx9AeADhc95bpH02ejXz"
-    "ACL/r2w99v6z7GcPnm/JAvMpzKewIIX7FO5TuKR4/2kOFtrBQojIg0QeJEKN/wJyqZ/7"
+    "eNrtWVtTI0UUnoSES7i4u67uxXVdwLtIpTsB2SecTSYaTDJkMmiQolLI3kBuhbsW+QH+Df+FVb6tP4Xy1RcetXzQ"
+    "npnTczmZkxliAItiqsjpPt93zvR0n76c5veMYj9ra1OP9OJqq1zTDLOsClnUmlMzU1t7L+bzUzNrczML6+szQPpK"
+    "oA0BvhToggBzeQ+rqVUtgPns9FKpoZkNv1sPbJS/1Tqhgl5rmIZarpkdnh8+BIZuFMs11dQ6GGxu3qZo2VZ5OfAx"
+    "3NXXA/qcqzc6miK0VbXRaC3rjXAbI8SGtb5Qq1W1VS8iu5xsg8ugCYHG52byrr4e0Odcvb8hrnb5y7J4SdcXOZSK"
+    "Wg0hsSAJw26jjJCXc6oX8tKOE73gIwR6wa+vB/Tzrt7fEJdN9YLPId0LedlVPLQX8jBJBGyEvDyHozDn6uuEPiSi"
+    "cqFxVtGqWsgcYfn5AG7oleAcwvA3/u9hn8nvBdxcXdaCBBsu6UZBswa3oFf8cDaIIu8BtKtpN8tmN8tmuKUbjMiU"
+    "8yCMjINwd2PKVtOrmmmsisCxljRr4fN3Zz6MVNC1kiA93dnfAF8L4TSxUgZ4LA+RhJgwmpEvLpWbWjGSZWpGNfCl"
+    "C/BWe7FUqaF10dARslFkx+Y8CAeqAy2rhoh/0aDOXSjntMmb/eGj5+Hh4+fgyDaf92HOsoEYcx0E5N5PQJD03ipq"
+    "JXWlEhzivNNd9Wxw4B139WKo2tDUglnWa52LBXRSw7Q2U8P6oeZ0kBI6hH5KtJNIH81IH82uPrRGubiiVuzu7+bJ"
+    "z4vjr14sxvJn8eL5i+kunrd4zmL5asZrWTNey5rxnIX7+lqr6IWy2XnaZAvOhtYMRr6wWlfgSYD855RPEuwGerRP"
+    "gV26R/tBsBvq0X4Y7EZ6tD/Y2djbOMx0EZuHG3vfZzO2YI7gmc39lwc7Tw6ZLHAF9eMgatcYwqOkmhXDmxG/TPwy"
+    "u8zsMrfL3Co/yrZsxJZWnUGduXUOdYfPoc7tuvNhraMMFNqycPB8Cz5XgkyCzAO5BLkEuQNC11iwLLa9oo/CPQr3"
+    "KLYXHNY4THHY4TDCYdFvf5BfKqNoeMdBTii9PZelfaflx23vayCvgbwO8gbI10HeBPlGn/tXQfapPvfPWccB5b9f"
+    "8dTr+Fz0+98EeQvkbZB3QN4F+RbIeyDfBnkf5DsgH4CcBDkFchrkuyDfixgX6vupeDgtn+pHajyi+MPo/WP/k/HF"
+    "23OCqKeI+X3Z4u19kB+A/BDkRyA/BvkJ6qc0Gke8v2K/SUKfIvSDhH6Y0F/UvhlXjsaU8Q6Z4jwojoHi9Gcf+exz"
+    "nn24s090mWeHGz9uvWi3wFegyoJVH1m+Ayn4d/uP25mwn+19kZXE+n26f7j5hPpVzuhJEjJF7HhJFAlJFAlJFAlJ"
+    "4gT1X+unPYEliMinZNzEA9ulkRwm+muUqKdj1ieI+nBEvdcVAK8EQ8T3jRArRIaYyWPEyjF+1b/n0r8ysVdQHV+Q"
+    "JPt0MnCek8XLLa+efj3pc54vF/1kiHVkFNUVNK/x/jZOZMoTSJ9AJ/MBxL9GzO/rREZ/A+kT6GSPM/qbSJ8gMl0F"
+    "ZQKDiH8LxYGCMoUhxL9D3FTcRfoEyizwCf4e0idQ5oHH8z7SJ1BmguPwATH+k2j8FZTJ4LiYRnGhoExnHPGjMu3z"
+    "umk77/fCne6uvNxdkhe5u7KwJG9vd2Vhybuu3fWKS94N7a5XXBJJSeuHrSNHtG2x7dS2RY05GHMw5mDMwbiDcQfj"
+    "DsZtzMpvbBQKUrMtNRaHSQ6THCY5zONwyeGSwyUH3sUlh0sOlxwOnGetI/HXvjq8ne3hTSEW8yRxDUG1fzjm9e0I"
+    "sRglI67R0oR91LX2AHH9NkHYR12zYXv8vePEJonjdbRHXlRyGpWEpojvpuIxKj6j4jUqfqPiOSq+o+I9Kv7D58PJ"
+    "4or9/LLYnzp+jl8pockMhSufd8ePF0+JL/bXXhw+fvqj/uvP079h3u1Pi+bfk3+h5Abr5fdh/TGRFP1J6HG7Tl71"
+    "pqeSsE69mp2F2z+VzcLFn8pn4c7P2jkl7pTl5Z+1X0q+U/Yh3IfwWfcu0tobXc/ch8j/K7ceu/9Z9ooHz7dkhXkU"
+    "5lGYn8I9CvcoXFLc/zT7K21/JUDkfiL3E8Hjv7aAJwE="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -133,6 +137,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 5
@@ -1360,6 +1376,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1374,6 +1432,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1440,7 +1546,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

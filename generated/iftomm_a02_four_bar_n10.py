@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "bf5e34b414af3723c301cf514233fcc79e985889567814541e308329b4898475"
+BODY_HASH = "9ef6fb87c0210703fd61fe55250a9b1088d5b01a05f31a72d73f1b9276afb2df"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"
@@ -45,83 +45,87 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 168
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 51
 
-# 5916 characters of compressed tables (grows with the number of elements).
+# 6000 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtXfmfFMUVHxFwHRABV8ANkGUhRA2O03e3F/ayg+7IsuyhgoRs8AYZIIiGzWUuc9/3ae77vu+Y+/wn/D2/+GPy"
-    "yQ/JTNd7XdXfnUftTiS60u+j+6333vfN9FRXd70qqqtvuriSycGDQ8PjIwdmRvc2JqdH0zaONPYP7Rg6cvx06A/t"
-    "OOg6O+JDh3YQ67a2e6rtfaTtjttexw+1c2861ig4QyNyfPfuqcb0VOGTtXdq9K5GF9+u8b1T05Pp6N7pOR/uBwlR"
-    "xidHRvem0405lDDyM0qjPjO6r/iT3NwxUXR4uWNy7uG0zWPp1NTMvvEpIWqyW5Qzc0s6NpbOTIxApJMfSE45C6Pw"
-    "G9oOP3dMFB1e7pgsONi879bR9hed/csUZ0861o0FnzTHnx/ZZLcDcKXqcOsc6QrVYTKKp9R0TBQdYe4onJw6m6Xq"
-    "MD9Tro42yy2y5vhj9k92OwBvTuP0cseE5OjWzLzurW9PY6zR5foJfbfgnxzfU7y+nBD8d5o/K/J2FOOnD+xrFAmZ"
-    "e/f45K5G51TvGt9juutFL3x6wXvW0LNF7j9b5P7ukXnThFCn7hb9EA1+S7gY3Rgfa0xPHmi3oc49r3NrNFhhV9Ku"
-    "8cbuNun+YycO04e5fnde+15aIIYutShg0im1fvPu0f2NEStrujE5Vvitrk9fm91LU+kE596u5ynzQlxofCwEkWtf"
-    "Otm+DNpHNLev8qnB6ruBcAo1QTiJigDRbt03nOpGghRnDgO+ocBAH3/BzEhjd3r7nuKp5q54ol5sAeo3T4x0NU82"
-    "0l3To+N7u9w71EmYmu50u5OdP9IVXqR0PZUmxf4h1s/Yb/0M4dK/o7FnfNfo9Nw8Jq4rwv5iLbWNhyokFxD+Z4Gy"
-    "hOIu7DF+KcUt6zF+OcVd1GN8H8Vd3GN8leJW9Bi/kuIu6TF+FcVd2mP8aopb02P8Woq7rMf4foq7vMf4dRS3vsf4"
-    "DRR3RY/xAxT3gh7jN1Lcph7jN1PcC3uMH6S4LT3GD1Hc1h7jt1Hci3qM305xL+4x/kqKu6rH+JPHDh8/fKr6HIJ7"
-    "Th0+/lC9moGjwFXgKfAVBApCBZGCWEFC4e2POfHIyWP3nXK44HLB44LPhYALIRciLsRcSPIPrFeg51gOd+KVcGdb"
-    "C3eKDXDlbYaWvA1axtWE1xDyAXiEIWFCeAMc33Md03q7Q6+2/zrtv05WdrKym5XdrOxlZS8r+1nZz8pBVg6ycpiV"
-    "w6wcZeUoK8dZOc7KSVZO1HepL3aybx6uz2TfnWFHd0h3ct0lPTuiYZd0N9c90rOjHPZI93LdJz078mGfdD/XA9Kz"
-    "XzMckB7kekh69guHQ9LDXI9Iz371cER6lOsx6VlNDMekx7mekJ7VznBCepLrqr5UIauROptUyTmkLuGZM1UqzHLh"
-    "5INH6Mpkp8NORztddrrsdLXTY6fHTk87fXb67PS1M2BnwM5AO0N2huwMtTNiZ8TOSDtjdsbsjLUzYWfCzsSohLyK"
-    "nLyOHKokust0CFyc1UWD4mqKqymuSfE0xdMUz6T4muJrim9SAk0JNCUwKaGmhJoSmpRIUyJNiUxKrCmxpsQmJdGU"
-    "RFOSQtXVjbqrG5WXVTAOG3AYgGk9pumYdmMajWkxprmYtmIaimklpomY9mEah2kZplmYNmEahGkNpimYdpT1+czW"
-    "J3f2LyHcAZ1/jfBaSAYcQheSA58wgGQhIowhebiO8HpIJm4kvKmyOKVsn2X7LNvn/94+F9vxLpb2upPwZh4UEQ4T"
-    "7iIcIWwQ7ia8hfBWwlHCJuFthHsIxwj3Eo4T7iOcIJwknCKcJry9vL8W7q8V+P1L4ff2we9bCb9nNRx/f3l/KBxv"
-    "2c7ObT9+ruq3zGfO7/7hDsI7CfcTHiC8i/Ag4UsJ+d/3XkY4Q/hywsOEdxPeQ3gv4X1l+yvb33Og/T3b338/4QOE"
-    "DxLyRNhRwocIjxG2CI8TniA8SfgKwlOEDxOeJnyE8FHCVxKeIZwlfBXhqwlfQ/hawtcRPkb4esI3EL6R8E2EbyZ8"
-    "nPAthG8lfBvh2wnfQfhOwncRvpvwPYTvJXwf4fsJP0D4QcIPEX6Y8COEHyX8GOHHCT9B+EnCTxF+mvAJws8Qfpbw"
-    "c4SfJ/wC4RcJv2Tp16X7l9TfL5Qv3QelvGGhfOl+KuV3C+VL92UpT1woX7q/S/nmQvlSPyHlrQvlS/2NlP8ulC/1"
-    "W1L/vVC+1P9JecBC+VI/KuUTEn8d/I4B+L7N8DlDcD1th3Z/NbTPGpx/F85TCPV5HRxvmV+V+dWzmd9U4L59gaCv"
-    "hP4P9UugP0N9FfRzqF8K/R/qq6E/Q30N9HOor4X+D/XLoD9DvR/6uf7yenheXg9lvn9+5/tfJvwK4VcJv0b4dcJv"
-    "EH6T8FuE3yb8DuF3Cb9H+H3CHxD+kPBHhD8m/AnhTwl/Rvhzwl8Q/pLwV4S/JnyS8DeEvyX8HeHvCf9A+EfCPxH+"
-    "mfAvhH8l/Bvh36GfuATu22vgPno55DlXQF6zCfKYLZC3vAjylKsgL7kG7rsO9G94XpcI9qWCfblg7xPsVcG+UrCv"
-    "EuyrBftawd4v2NcJ9g2CfUCwbxTsmwX7oGAfEuzbBPt2wX6lYC//veP8HAcsFvQWCS6WReXVtP2fU03daupVU7+a"
-    "BtU0rKZRNY2radJZpJytTM6WI2drkLOFx9lq42yJcbauOFtMnK0gzpYNZ2uFswXC2argbClwtv43W/SbrfTNlveq"
-    "Jb20irf6wKnDjx45PTtDNVdQnaLqFlWvqPpFNSiqYVGNimpcVBM4DOOw+IyAwUWDhwYfDQEaQjREaIjRkMw5sPrd"
-    "J+6drf4//hw9ceT46UX59/4Tp+6579n6WynlnMgSAZeCvhz0PtCrlpmbVaCvBn0t6P2grwN9A+gDoG8EfTPog6AP"
-    "gb4N9O2gXwn61aDvAL0Geh10F3Qf9BD0GPTrQL8BdFxxWer/m75Y5IJzhEue47hYHqvD414G2Ae4AnAV4BrAfsD1"
-    "gAOAmwAHhfvlVkFfNk99u6D3zVO/StBXzFPfIeir5qlfK+hr5qm7gt4/Tz0Q9PXz1GNBH5infr2gb5qnfpOgD1r0"
-    "xTrjsk64/jYIMzFXCNfnC4QZmo3C9btZmLl5oXB9bxFmdHBmB2d4cKYHZ3xw5gdngHAmCGeEcGYIZ4hwpghnjHDm"
-    "CGeQcCYJZ5RcYebCF2aacMYJZ55wBgpnonBGCmemcIYKZ6puLPuXsn8p+5eyfyn7l7J/OYf9C29UUwEdN/xaAjpu"
-    "6LUUdNywaznouCFXH+i44RY+oVSuRCrep+a7EknJ0ztLLLHE5yuWUkoppZSy2OXycrx4Xo0XSzm/5WphHusloFeg"
-    "neK/714D490KtNslwL8Wxr8VaMcXAt+B8XAF2vVS4HswPq7AvMgy4AcwXq7APMly4Ecwfq7AvMlFwE9gPF2BeZQ+"
-    "4F8P4+sKzKtcDPwbYfxdgXnKKvB3wjwGy83C/EYK8xosw2Bn/i6Y52AZATvzGzDvwbIb7My/BeZBWG4FO/NHYV6E"
-    "pQl25t8G8yQse8DO/DGYN2HZC3bmj8M8Css+sDN/ouu8in5yqR/4U9CPs0yDnfm3Qz/PcgfYmX8n5AEs+8HO/AOQ"
-    "J7DcBXbmH4Q8guWlYGf+IcgzWF4GdubPQB7C8nKwM/8w5Cksd4Od+fdAHsNyL9iZfx/kOSz3g535D0AexPIg2Jl/"
-    "BPIklqNgZ/5DkEexHAM781uQZ7EcBzvzT0AexnIS7Mx/BeRpLKfAzvyHIY9jOQ125j8CeR7Lo2Bn/ishD2Q5A3bm"
-    "z0KeyPIqsDP/1ZBHsrwG7Mx/rdCfvw7szH8M+nmW1wv9/xug/2d5o5AXvAnyApY3g535j0O+wPIWsDP/rZBHsLwN"
-    "7Mx/O+QXLO8AO/PfCXkHy7vAzvx3Qz7C8h6wM/+9Qh7+PrAz//2Qv7B8AOzM/yDkNSwfAjvzPwz5DstHwM78j0Ie"
-    "xPIxsDP/45AfsXwC7Mz/JORNLJ8CO/M/DfkUyxNgZ/5nIM9i+SzYmf85yL9YPg925n8B8jKWL4Kd+badXconxLqP"
-    "059vO9uW5/38Ou/0JoUWv1Khya9PaHGhye9MaHGhyS9KaHGhyW9HaHGhya9EaHGhye9BaHGhyS8/aHGhyW88aHGh"
-    "ya85aHGhmb/ZoJWXmvpdBi1dbOrXF7R0sanfWNDSxaZ+SUFLF5v6vQQtXWzqVxG0dLGp3z7Q0sWmfuFASxeb+h0D"
-    "LV1sGi8VaBnlZjWtzzx85IyC2QyOKu1oW3OUz1E+R/kc5XOVz1U+V/lc5fOUz1M+T/k85fOVz1c+X/l85QuUL1C+"
-    "QPkC5QuVL1S+UPlC5YuUL1K+SPki5YuVL1a+WPli5UuUL1G+RPkS+u1UMQ7VjENV46i66TzcmBGowJajbOlwHOY4"
-    "zHGY42iOyxyXOS5zVH12npxUHJc5LnNczfGY4zHHY46q+85zl4rjMcdjjqc5PnN85vjMUeep89Sm4vjM8Znja07A"
-    "nIA5AXPUOe0886k4AXMC5gSaEzInZE7IHHX+O0+MKk7InJA5oeZEzImYEzFHtZXO86aKEzEnYk6kOTFzYubEzFHt"
-    "qvO0quLEzImZE2tOwpyEOQlzVBvsPOuqOAlzEuYkmkMtlUu57Whuy9pZPSdyUVuPamub+8DMmfb/s+WC2aJeLpid"
-    "n14umF1ciW75D6DFhLtcMFu8rs7VgtmK8A9oeN0ss1w/fZbraIXlelplua7WWK6vfst1tt4ysBywDDA3WQaag8J1"
-    "g/W7RZiAXiJcR1j/GI/nwxaPW3xivLSVbp8Qj+fbFo9bWWG8tNXuCiEe25MtHrcyxXhpK95VQjy2V1s8btmF8dJW"
-    "vWuEeLwebPG4ZSvGS1v59gvxeL3Z4j24/2G8tNXveiEer2dbPG5Ni/HSVsADQjzeL2zxCdyfMV7aKniTEI/3I1v8"
-    "DZAvYby09fCgEI/3O4xfIoxXVgjjkn5h/IHjja1wn7kKrrtroR0GcF6uX6THWRHyXGkjhAuF/HepMJ5cLuTFFwnj"
-    "zYuFfLkqjEdXCnn0JcJ49VIhv14tjGfXCnn3ZcJ417Yg0Zaf2/J1W/5uy+dt+b0t37fl/7bxgG18YBsv2MYPtvGE"
-    "bXxhG2/Yxh+28YhtfGIbr9jGL7bxjG18Yxvv2MY/tvGQbXxkGy/Zxk+28ZRtfGUbb9nGX7bxmG18Zhuv2cZvtvGc"
-    "bXxnG+/Zxn/dx4NP77w9kx/tLPVnQkd56skK1PfZ/fm6ScHfZ/Gvtvj7Lf4NFv9Gi3/Q4h+y+LdZ/E/tXKB/Zxlf"
-    "xj9z8e385/F/TPz0ia2/Qd6Ga0am/73lX/BAI9r5+kZ7n2BfLdj7BfsGwb5RsA8K9iHBvk2wPyU8yPlPwb705u72"
-    "lYJ9rWBfJ9gHBPtmwb5FsG8V7Ngunn7y/LRLD+4+/+xpvUZ7HqdOjbY7Tt0a7XScejXa5Dj1a7S/cRrUaGvjNKzR"
-    "rsZpVKMNjdO4RnsZp0mNtjFOHfoS2s+Zv1GVeS/jzmoGPgJVNjyu4XFr+XbHnZULfKyqbHg8w+PV8h2RO6sU+Fep"
-    "suHxDY9fyzdN7qxI4N+vyoYnMDxBLd9XubP6gGtKlQ1PaHjCWr71cmelAdepKhueyPBEtXx35s6qAq59VTY8seGJ"
-    "a/kGzp0VBHyeVNnwJIYnqeV7PHdWC/AZVWXDw2c4V/ItvtWSAH3+SWU/res6M3MvL/Ga1cWTDx5hxdEUR1Mck+Jq"
-    "iqsprknxNMXTFM+k+Jria4pvUgJNCTQlMCmhpoSaEpqUSFMiTYlMSqwpsabEJiXRlERTkkLVGdXrGPXr5BXMK9LO"
-    "mMqsqRSIrkl0TaJbJHom0TOJXpHom0TfJPpFYmASA5MYFImhSQxNYlgkRiYxMolRkRibxNgkxkViYhITk5hAhdcL"
-    "NV4vVDmdnP8C3IF06g=="
+    "eNrtXdmfFMeRbiFAowYhQCNAY8DDgLEko1bXXaXDqIZppGnNMMyBNAjjMbpBNGCEZMb3Jd/3fcrnro9de0/vek95"
+    "Dx+7+0/ofV/0uPvbh93uyojKrG86yJ62WGlExU+aLyPii+rqrKzKyCQ7a/O6SibHjo2MTo0dXRg/1JiZG0/bONaY"
+    "H9k3cvLMhdAf2XfMdfbFx4/vI9b9bfds2/tM2x23vY4fauehdLJRcIZG5NTBg7ONudnCkbV3dvyhRhffgalDs3Mz"
+    "6fihuSUH94OEKFMzY+OH0rnGEkoY+RmlUV8YP1z8Sm7umC46vNwxs/R02ubJdHZ24fDUrBA10y3KWbg3nZxMF6bH"
+    "INLJTySnXIJR+A5th587posOL3fMFBxsPnzfePuDLv1hijORTnZjwZGW+PMzm+l2Aq5UHW6dI12hOkxG8ZKajumi"
+    "I8wdhYtTZ7NUHeYx5epos9wia4k/Zv9MtxPwljROL3dMS45uzczr3vomGpONLvdP6LsF/8zURPH+ckLwP2h+rcjb"
+    "V4yfO3q4USRk7oNTMwcanUt9YGrCdNeLXjh6wXvJ0EtFzl8qcr57ZN40IdSpu0U/RIPfEi5GN6YmG3MzR9ttqPPM"
+    "6zwaDVbYlXRgqnGwTXr89NkTdDDX785rP0sLxNClFgVMuqTWTz44Pt8Ys7LmGjOThe/q+vSx2bM0lS5w7u16nTIv"
+    "xIXGYSGIXIfTmfZt0D6jpX2VTw1WPw2ES6gJwkVUBIh2677hVA8SpDhLGPAJBQb6+AMWxhoH0yMTxUvNXfF0vdgC"
+    "1HeeHutqnmmkB+bGpw51eXaoizA71+l2Zzp/pDu8SOl6KU2K/SDWY8xbjzF/yWM0ZsfHjqQT2RW41JFMXi/Hmx4b"
+    "6+l4HV5vx+vxcL0drbeD9XSs+d7ObL63M5vv7WDdj/VAY2LqwPjc0tw0rivCfLHlt43HKyRXEf7vMmUVxV3dZ/xq"
+    "ilvTZ/xairumz/gBiru2z/gqxa3rM349xV3XZ/wGiru+z/iNFLepz/jNFHdDn/GDFHdjn/FbKG5rn/HbKO6mPuOH"
+    "KO51fcZvp7gdfcbvpLjX9xk/THG7+owfobjdfcbvobg39Bm/l+Le2Gf8zRR3S5/x506fOHPifPVVBI+cP3HmqXo1"
+    "A0eBq8BT4CsIFIQKIgWxgoTC24c5+8y504+dd7jgcsHjgs+FgAshFyIuxFxI8gPWK9BzrIUn8Xp4sm2GJ8U2uPN2"
+    "QkveAy3jVsLbCPkEPMKQMCG8C87v1Y5pvd2hV9t/nfZfJys7WdnNym5W9rKyl5X9rOxn5SArB1k5zMphVo6ycpSV"
+    "46wcZ+UkKyfqs9QHO9knj9YXss/OsKM7pDu57pKendGoS7qb6x7p2VmOeqR7ue6Tnp35qE+6n+sB6dm3GQ1ID3I9"
+    "JD37hqMh6WGuR6Rn33o0Ij3K9Zj0rCZGY9LjXE9Iz2pnNCE9yXVVX6qQ1UidTarkHFe38MLFKhUWuXDuyZN0Z7LT"
+    "YaejnS47XXa62umx02Onp50+O312+toZsDNgZ6CdITtDdobaGbEzYmeknTE7Y3bG2pmwM2FnYlRCXkVOXkcOVRI9"
+    "ZToELi7qokFxNcXVFNekeJriaYpnUnxN8TXFNymBpgSaEpiUUFNCTQlNSqQpkaZEJiXWlFhTYpOSaEqiKUmh6upG"
+    "3dWNyssqGIcNOAzAtB7TdEy7MY3GtBjTXExbMQ3FtBLTREz7MI3DtAzTLEybMA3CtAbTFEw7yvp8eeuTO/s3Ee6D"
+    "zr9GeDskAw6hC8mBTxhAshARxpA83EF4JyQTdxO+ubIypWyfZfss2+fv3z5X2vmulPa6n/AeHhQRjhIeIBwjbBAe"
+    "JLyX8D7CccIm4f2EE4SThIcIpwgPE04TzhDOEs4RHimfr4XnawW+/2r4vgPw/dbD99kI5z9YPh8K51u2s8vbj1+u"
+    "+i3zmSu7f3iA8EHCecKjhA8RHiN8CyH/+95bCRcI30Z4gvBhwkcIHyV8rGx/Zft7FbS/V/rzHyd8gvBJQp4IO0X4"
+    "FOFpwhbhGcKzhOcI3054nvBpwguEzxA+S/gOwouEi4TvJHwX4bsJ30P4XsL3Eb6f8AOEHyT8EOGHCZ8j/AjhRwk/"
+    "Rvhxwk8QfpLwU4SfJvwM4WcJP0f4ecIvEH6R8EuEXyb8CuFXCb9G+HXCbxB+k/BbhN8mfJ7wO4TfJfwe4fcJf0D4"
+    "Q8I/sPTr0vNL6u+Xy5eeg1LesFy+9DyV8rvl8qXnspQnLpcvPd+lfHO5fKmfkPLW5fKl/kbKf5fLl/otqf9eLl/q"
+    "/6Q8YLl8qR+V8gmJvwW+xxB83k44zgjcT3uh3d8K7bMG19+F6xRCfd4B51vmV2V+9UrmNxV4bl8l6Ouh/0P9OujP"
+    "UN8A/Rzq10P/h/pG6M9Q3wT9HOqbof9D/Qboz1AfhH5usLwfXpP3Q5nvX9n5/h8S/ojwx4Q/Ifwp4R8R/jHhzwh/"
+    "TvgnhH9K+GeEf074F4R/SfgLwr8i/GvCXxL+DeHfEv4d4d8T/gPhPxK+QPgrwn8i/GfCfyH8V8JfE/6G8LeEvyP8"
+    "N8J/J/wP6Ceug+f2JniO3gh5zk2Q1+yAPGYX5C1vgDzlFshLboPnrgP9G17XVYJ9tWBfK9gHBHtVsK8X7BsE+0bB"
+    "vlmwDwr2LYJ9m2AfEuzbBftOwT4s2EcE+x7Bvlew3yzYy3/vuDLHASsFvRWCK2VReTVt/+dUU7eaetXUr6ZBNQ2r"
+    "aVRN42qadBYpZyuTs+XI2RrkbOFxtto4W2KcrSvOFhNnK4izZcPZWuFsgXC2KjhbCpyt/80W/WYrfbPlvWpJL63i"
+    "rT5x/sSzJy8sLlDNFVSnqLpF1SuqflENimpYVKOiGhfVBE7DOC2+ImBw0eChwUdDgIYQDREaYjQkS06s/vDZRxer"
+    "/x9/Tp09eebCivz7+Nnzjzz2Sv2tlHJZZJWAq0FfC/oA6FXLzM0G0DeCvhn0QdC3gL4N9CHQt4O+E/Rh0EdA3wP6"
+    "XtBvBv1W0PeBXgO9DroLug96CHoM+h2g3wU6rrgs9d9PXyly1WXCVa9yXCk/q8PzXgM4ALgOcAPgJsBBwK2AQ4A7"
+    "AIeF5+VuQV/To75X0Ad61G8R9HU96vsEfUOP+u2CvqlH3RX0wR71QNC39qjHgj7Uo36noO/oUX+zoA9b9JU647JF"
+    "uP+2CTMxNwn35+uEGZrtwv27U5i5eb1wf+8SZnRwZgdneHCmB2d8cOYHZ4BwJghnhHBmCGeIcKYIZ4xw5ghnkHAm"
+    "CWeUXGHmwhdmmnDGCWeecAYKZ6JwRgpnpnCGCmeq7i77l7J/KfuXsn8p+5eyf7mM/QtvVFMBHTf8WgU6bui1GnTc"
+    "sGst6Lgh1wDouOEW/kKpXIlUfE71uhJJyUv7SyyxxNcqllJKKaWUstLlxnK8eEWNF0u5suVWYR7rTaBXoJ3iv+/e"
+    "BuPdCrTbVcC/Hca/FWjHVwPfgfFwBdr1auB7MD6uwLzIGuAHMF6uwDzJWuBHMH6uwLzJNcBPYDxdgXmUAeDfCePr"
+    "CsyrXAv8u2H8XYF5yirw98M8Bss9wvxGCvMaLKNgZ/4BmOdgGQM78xsw78FyEOzMvxfmQVjuAzvzx2FehKUJdubf"
+    "D/MkLBNgZ/4kzJuwHAI786dgHoXlMNiZP911XkX/cmkQ+LPQj7PMgZ35R6CfZ3kA7Mx/EPIAlnmwM/8o5AksD4Gd"
+    "+ccgj2B5C9iZfxzyDJa3gp35C5CHsLwN7Mw/AXkKy8NgZ/4jkMewPAp25j8GeQ7L42Bn/hOQB7E8CXbmn4Q8ieUU"
+    "2Jn/FORRLKfBzvwW5FksZ8DO/LOQh7GcAzvz3w55Gst5sDP/acjjWC6AnfnPQJ7H8izYmf8OyANZLoKd+YuQJ7K8"
+    "E+zMfxfkkSzvBjvz3yP05+8FO/PfB/08y/uF/v8D0P+zfFDICz4EeQHLh8HO/OcgX2D5CNiZ/1HII1g+Bnbmfxzy"
+    "C5ZPgJ35n4S8g+VTYGf+pyEfYfkM2Jn/WSEP/xzYmf95yF9YvgB25n8R8hqWL4Gd+V+GfIflK2Bn/lchD2L5GtiZ"
+    "/3XIj1i+AXbmfxPyJpZvgZ3534Z8iuV5sDP/O5BnsXwX7Mz/HuRfLN8HO/N/AHkZyw/Bznzbzi7lL8S6j9Nfazvb"
+    "ltf9yrru9CaFFr9SocmvT2hxocnvTGhxockvSmhxoclvR2hxocmvRGhxocnvQWhxockvP2hxoclvPGhxocmvOWhx"
+    "oZm/2aCVl5r6XQYtXWzq1xe0dLGp31jQ0sWmfklBSxeb+r0ELV1s6lcRtHSxqd8+0NLFpn7hQEsXm/odAy1dbBov"
+    "FWgZ5WY1rS88ffKigsUMTintVFtzlM9RPkf5HOVzlc9VPlf5XOXzlM9TPk/5POXzlc9XPl/5fOULlC9QvkD5AuUL"
+    "lS9UvlD5QuWLlC9Svkj5IuWLlS9Wvlj5YuVLlC9RvkT5EvruVDEO1YxDVeOouun8uDEjUIEtp9jS4TjMcZjjMMfR"
+    "HJc5LnNc5qj67PxyUnFc5rjMcTXHY47HHI85qu47v7tUHI85HnM8zfGZ4zPHZ466Tp1fbSqOzxyfOb7mBMwJmBMw"
+    "R13Tzm8+FSdgTsCcQHNC5oTMCZmjrn/nF6OKEzInZE6oORFzIuZEzFFtpfN7U8WJmBMxJ9KcmDkxc2LmqHbV+bWq"
+    "4sTMiZkTa07CnIQ5CXNUG+z81lVxEuYkzEk0h1oql3LbqdyWtbN6TuSitp7S1jb3iYWL7f8XywWzRb1cMNubXi6Y"
+    "XVmJbvkPoMWEu1wwW7yvLteC2YrwD2h436yx3D8DlvtoneV+2mC5rzZZ7q9By3221TKwHLIMMHdYBprDwn2D9btL"
+    "mIBeJdxHWP8Yj9fDFo9bfGK8tJXugBCP19sWj1tZYby01e46IR7bky0etzLFeGkr3g1CPLZXWzxu2YXx0la9m4R4"
+    "vB9s8bhlK8ZLW/kOCvF4v9niPXj+Yby01e9WIR7vZ1s8bk2L8dJWwENCPD4vbPEJPJ8xXtoqeIcQj88jW/xdkC9h"
+    "vLT18LAQj887jF8ljFfWCeOSQWH8geON3fCcuQXuu9uhHQZwXe5coedZEfJcaSOEq4X8d7Uwnlwr5MXXCOPNa4V8"
+    "uSqMR9cLefR1wnj1eiG/3iiMZzcLefcNwnjXtiDRlp/b8nVb/m7L5235vS3ft+X/tvGAbXxgGy/Yxg+28YRtfGEb"
+    "b9jGH7bxiG18Yhuv2MYvtvGMbXxjG+/Yxj+28ZBtfGQbL9nGT7bxlG18ZRtv2cZftvGYbXxmG6/Zxm+28ZxtfGcb"
+    "79nGf93Hgy/tP5LJL/aX+suho7z4QgXq+9L+fN2k4B+w+Dda/IMW/zaLf7vFP2zxj1j8eyz+F/cv07+/jC/jX774"
+    "dv7z3H9O//L53b9C3rbbxub+Z9d/ww8a0c73N9oHBPtGwT4o2LcJ9u2CfViwjwj2PYL9ReGHnP8l2Fff092+XrBv"
+    "FuxbBPuQYN8p2HcJ9t2CHdvFSy9cmXbph7uvPXtar9Gex6lTo+2OU7dGOx2nXo02OU79Gu1vnAY12to4DWu0q3Ea"
+    "1WhD4zSu0V7GaVKjbYxThz6E9nPmT1Rl3su4s5qBz0CVDY9reNxavt1xZ+UCn6sqGx7P8Hi1fEfkzioF/laqbHh8"
+    "w+PX8k2TOysS+PursuEJDE9Qy/dV7qw+4JpSZcMTGp6wlm+93FlpwHWqyoYnMjxRLd+dubOqgGtflQ1PbHjiWr6B"
+    "c2cFAV8nVTY8ieFJavkez53VAnxFVdnw8BXOlXyLb7UkQF9/UtlP67ouLjzKS7wWdfHckydZcTTF0RTHpLia4mqK"
+    "a1I8TfE0xTMpvqb4muKblEBTAk0JTEqoKaGmhCYl0pRIUyKTEmtKrCmxSUk0JdGUpFB1RvU6Rv06eQXzirSLprJo"
+    "KgWiaxJdk+gWiZ5J9EyiVyT6JtE3iX6RGJjEwCQGRWJoEkOTGBaJkUmMTGJUJMYmMTaJcZGYmMTEJCZQ4fVCjdcL"
+    "VU4X5/8ADRr64g=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -177,6 +181,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 21
@@ -1404,6 +1420,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1418,6 +1476,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1484,7 +1590,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "be96aec7cd0111e0ec381eaad9ca172f4deadace70e10431acb4306e9222dc8e"
+BODY_HASH = "43db9aec91c54729bce1d550cdead2fdcf1073a67300c4aa914d8b8c5f9ae6f6"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -46,64 +46,68 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 5  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 113
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 10
 
-# 4256 characters of compressed tables (grows with the number of elements).
+# 4316 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnXd83OQZx23AJFwSQhZkAAGH1dal1vu+UpKu9LDP4Ivts88HOKT0CCTBSYFQCDROB6EtXdC9F917t9DSabp3"
-    "6d4jXZSWjpTuv1qdnt+r3D138iv8Wj4bS59P3u/pfZb06p2SHN2daQm2rVvbzyl0byn3DuSKpd6sz+7cSHtH+66r"
-    "9nqqvWOr27Hh4os7oLTZlw77wut86QZfKDcelg1k+3PVMqEOywo9PcO50nC128PC4d6LcvWirsLAcKmY7R0o1Xt2"
-    "NkKlUOzuHciWcvUqHkXPdZZ7CsWuXHmouzxYqInS4XhMZQKNc7P9/dlGTsIwvYMR+UM1+evD/GLdKfu5/dnh4XJ2"
-    "wkMJVOrEG7V48Lxe37yRC1Wr0pftNytFiosNDt+JKianQ3RqlZpycjqc0LamoBxdUE5tQTk6N+o0q0NFn6cTlqfT"
-    "8ER9L1LLiw3ii6gzVR2qk6nUaejQorYsVFgWorYsfIEKBdUHE+ZGFUb10UQXhurwmKc6L+ERFxvEl+bLLqMuu4y4"
-    "7LLhZZcxLruMddml4bLLhpddRbRyFdHKVcNWrho2nr5cf65BX+d0rq+RFwt9NfKNnUx8Yc0JeR2iRl7aMpirVQjE"
-    "YR/ZVeirFm/orBUz97XiiY0ntB3htrVCZkrCsNIxUyGYnFkzOTdHW9BSZqyluUJ/rlTc4tefygBVGcaqC1U0Uuoq"
-    "5Hp8pZ1X7NlGatJrrOaPezV6juiQjTRxTY2Be3pHct1GrVKu2F99ptJD1HBIanx5Q3Hj6xuImeVG97CIWUE0mC36"
-    "7cA/pLr2sMGhtni4I4i4/IcVIq4/KXBrt1pIfQhX6dxQp8JD1KhwoQ5R7s71ZM/vYxfboVIf6qytK1QuQ90Ns4u5"
-    "bFeptzBQV1rraVowXKrMkYqVpL69dDZQadjgqlXMTow+Row+Ihr+Bbm+QldvqX7GKSW1zpHaQvKtLm7B9j9srdg/"
-    "AjySyfl2FJO3Yf9ocJ7Bfj6TH4N9TMJbFhjsFzL5IuwfCy422B/H5EuwvxRcZrC/9upte3dtuyJj4DV7tjsZPxGV"
-    "RFYSVUncFlZM+rBXgCcyuYmVOP51DUKBElSgW2HeQeoEqQhSGaTKTwNbP3WCVASpDNKKNPDop06QiiCVQVqRBnH8"
-    "1AlSEaQySCtSiu4GUjeQuoHUDaReIPUCqRdIvUDq+dLKqZX3ZQKMEfYTdnSCDijAoKAFGQkyEmQkYCRgJGAkYCTJ"
-    "SJKRJCMJIwkjCSMJI0VGiowUGSkYKRgpGCkYuWTkkpFLRi6MXBi5MPIpdZWJaqm6RUa1RN3iolqablFRLUm3mKiW"
-    "spxV4ePBE8CV4CpwNbiGVfmTwJPBteAp4KlgO7gOPA08HTwDPBM8C3wQ+GDwIWAH+FDwbPBhYCfogALUF0aBum17"
-    "4HpwA7gRfDj4CPCR4KPAR4ObwMeAWfAcsAvsBnNgD3gueB7YC+bBzWAf2A8OgIWW2i2tf2n9S+tfff1Lj292tt+4"
-    "5ZKWX9r/pf1fWv/mav0bBIfAIjgMlsDzwQvAC8ERcAt4EbgVfCyob008bpaNq8cw+RpWLx12XTezctsGXgU+CXwG"
-    "+CLwVvDd4G3gp8AvgnfNsvIzbTO9f5np8xd+fdtmSbmazs9UP031z3R+s3Vca0nHvVk97pXBS9j4cCl4Gbgd3AHu"
-    "BC8HR8Fd4G7w8eAV4JVs/NkDXg0+Qd9qBq8F94LXgdeDTwT3gWPgfja+PRl8CvhU8AbwAHgj+DTw6Wx8vAl8Jvgs"
-    "8Nngc8DngjeDt4DPA58PvgB8IRt/Xwy+BHwp+DLw5eArwFeCrwJfDb4GfC34Oja+vx58A/hG8E3gm8G3gG8F3wa+"
-    "HXwH+E7wXWz+8B7wveD7wPeDHwA/CH4I/DCbf9wOfgT8KHgH+DHw4+AnwE+y+cunwXHwTvAz4GfBz4GfB7/A5j9f"
-    "StdN6bopXR+m68Mpbt/T3S9Md38y3f1Qhp3fchYnbZfp/DWdv6bz13T+ms5fJzN/tR0fbPt/2/7ddt5qO/7Zjm/N"
-    "Hr9sxyfb8cd2fLEdn23HX9vxtdnjp+34aDv+2Y5vtvMD2/Hfdnyf6+P3l8GvgF8FvwZ+HfwG+E3wrnSdk65z0nVO"
-    "us5J+8lY/eS3wG+D3wG/C34P/D74A/CH4I/AH4M/AX8K/gz8OfgL8JfgQfBX4K/Zuu1Itk6bN0vOu1n922TXhSfP"
-    "knI1tUdTezO1J9P5/Qb8Lfg78G7w9+A94B/AP4L3gn8C/wz+BfwreAj8G3gf+HfwH+A/wX+B/wb/A/6X3cdoMYyD"
-    "Rxnk8w3yhQb5cQZ5et9m4vs2JmZiMupP7DJ5J5MXmbzM5FUm7+96mcuv2Xb9rr1j5cCkakdU78jqHVW94166Z/tY"
-    "plGye8+uq/Ya0p17rrlsR1TKK0trROXhg0krq0ytrFK1scJqY5WEvwTWxi56G7u4bewitUzRftyNl0cUeSMz0dQo"
-    "k5abGnfSclMnkbTc1NkkLTd1WknLjzTQVH/bDDzaQFMnu8DAhQYuMnCJgUsNXGbgcgNXGrjKwNUGrjFwrYGnGHiq"
-    "ge0Gpv1f2v+l/V/a/6X93+T6J9v2Hbd9NKt/Trp/n+v2tvVrrtvbtr+5bm/bP811+5kuj3tfxXT/yXS/pVnzN9P/"
-    "jzXfwGMMzFhygSUXWnKRJY+15GJLHmfJJZZcasllllxuyRWWPN6SJ1hypSVXWXK1JddY8kRLnmTJkw2c7eu32T5/"
-    "n+vzx2aPb80eH5rdvza7f9L/LatpXmuat/J5aa3fQ5tSTsR0i9pM6xnTesW0HpnubXlEO1vB8o9g88BWJj8hop2u"
-    "jGi3q9i+3taxfG13WkS7P521e72dwfK1nzNZvvZzFusv9CZYvvYjWb72o1j90JvL8rUfj+VrP+tZvdJbluVrP+ew"
-    "fO2ni9VHvXWzfO0nx/K1nx5Wj/U2yPK1nyGWr/0UWf3X2zDL135KLF/7OT+i3ZRZvvZzCcvXfrax+ZreLmX52s9l"
-    "LF/72T5L7s+nz1+TlafPX+3un6XPX+3uPzR7/d4SMd43u1+c7Mu4Scsn+7Jv0vLJvkyctHyyLytP13OZVsO6tFnP"
-    "U+Yb1h3T3U+b6n2z+m9TvW9Wv26q983q74PvtFxJn2vJ78PXXfJj+L5Lfj8+1nIlARpCawitIUlDag2pNaTWUKSh"
-    "tIbSGkpruKThag1Xa7iBRt4pX7trH2GMQJm7KXM3Ze4OMkdJc5Q0R0lzJ2XupMydlDlK5qNkPloxFxRIUCBBgQQF"
-    "EhRIUCBBgQQFEhRIUCBBgQQFEhRIUCBBgSQFkhRIUiBJgSQFkhRIUiBJgSQFkhRIUiBJgSQFkhRIUiBFgRQFUhRI"
-    "USBFgRQFUhRIUSBFgRQFUhRIUSBFgRQFUhTIpUAuBXIpkEuBXArkUiCXArkUyKVALgVyKZBLgVwK5FIglwJ5FMij"
-    "QB4F8iiQR4E8CuRRII8CeRTIo0AeBfIokEeBPArkBYEuL+/z/435//anr6Y1d+mbvprW3Edb6atpc9s+fTVtZt86"
-    "Sl9Ni7eUSl9Nm9ySL301zW5pm76aNjHTV9PsmL6aNjFn+vqtJeZxtsbUm65b93GPe17Mco57fvNj+otbDnEfKTR7"
-    "HRi3HI+NWW/jluPimP7ilmPcRyXNXjfGLccVMfuBuOV4fEx/ccsx7iOgZq8z45bjiTH71bjleFJMf3HLMe6jrWav"
-    "S+OWY9zyma5Heun9xGTnM6n/ZMcVU7tN/Sc7zpj6l9R/ej83zvgzWR5lyTZLHm3JTMJckDAXJsxFCXNJwlyaMJcl"
-    "zOUJc2XCXJUwVyfMNQlzrSVPseSplmy3pGmb6c/r7u84NC8mm/0cL+lxbKaNU81+7jfVzwGn+rngA+054VQ/N5zq"
-    "54gPtOeKSY/bUz0uz/TnkHGfR97fecLU/OnNoU2Da+657caBrZtuOX185L6bbw+p5Xqf63E515sa/1HbQf05hAOM"
-    "4XlNvM83Lj8YpX+AyQ9M7C/un8jXxR9vHDeMPz6584p7PPr86s5zqst53FDO4wmXc8zjnbpyXnvTvUN33LruznjH"
-    "ETcuL8e4dofGa+Ob7A4yu/tb/gcnaZduess7ZwffsciLalY+eFHNytcvqln5FEY1K9/FCBj84c2+8nb6C5wx/WO/"
-    "/rGjM/zlhL9E+EvSL6FdCO1CaBcidCFCFyJ0IUIXUruQ2oXULmToQoYuZOhChi6UdqG0C6VdqNCFCl2o0IUKXbja"
-    "hatduNqFG7pwQxdu6MINXPwfzWWttg=="
+    "eNrtnXd4HMUZhyVA2JxtcAUXwCDTkihEOzO7ttOcQzqBDkknnc4g45DDYBvZAUzAEMspmCSkQXpvpPeeQEJIEek9"
+    "pPfidBJSHNL/Svb2+836bu5WM2i0OgnNPo/nvZ2v7c5O3V1571zYEm1bt7afU+jeUu4dyBVLvdmQ3bmR9o72XVft"
+    "DUR7x1a/Y8PFF3dA6fxQOhwKrwulG0Ih33hYNpDtz1XLmDgsK/T0DOdKw9VuDwuHey/K1Yu6CgPDpWK2d6BU79nb"
+    "CJVCsbt3IFvK1asEFD3XWe4pFLty5aHu8mChJkqHFygqE2icm+3vzzZyEofpHUzIH6rJXx/nF+tOOcztzw4Pl7MT"
+    "HkqkUifeKMWD5/WG5o1ciFqVvmy/XilRXGxw+F5SMXkdrFOq1JST1+HFtjUF5cmC8moLypO5SadZHSr5PL24PL2G"
+    "Jxp64VJebBCfJZ2p6BCdikqdhgzNastCxGXBassiFIhYUH0wcW5SYVQfTXJhiI5A8VTnJT7iYoP4XH/ZedJl5wmX"
+    "nTe87NzgsnOjy841l503vOwioZWLhFYuGrZy0bDx9OX6cw36Oq9zfY28WOirkW/sVMQX1pxQ0MFq5KUtg7lahUgc"
+    "95Fdhb5q8YbOWrHivlY8sfGEtiOqba1QMSVhXOkUU8YUuWKtyFVztAUpVYylNFfoz5WKW8L6UxmgKsNYdaGyRkpd"
+    "hVxPqLTzij3bSI0HjdXCca9Gz2MdvJEmrqk2cE/vSK5bq1XKFfurz5QHiBoPSY0vbyxufH0jsWK50T8sUqwgGswW"
+    "w3YQHlJde9jgUVs83BEkXP7DCgnXnxRUa79aSH2IqtK5oU5FDVGjogpliHJ3rie7uU+52B6V+lBnbV2hchnqbphd"
+    "zGW7Sr2FgbrSWk/TguFSZY5UrCT17aWzgUrDBletonei9TGi9TEyoY/ccG/35mxfdAUm8lStZ+JvqLvbyF9Fz8yf"
+    "oTszb2bOjHyNmB3ZiNmRjZg5a+zrglxfoau3VL+K4Jx63JHaih9aXdyC7X/YWrF/BHikIle3oxR5G/aPBudp7Ocr"
+    "8mOwnwEXaOwXKvJF2D8WPE5jv1iRL8H+UnCZxv7aq7ft3bXtioyG1+zZ7mXChFUSXklEJfFblGKSh70CPFGR61iJ"
+    "E17XKBTIQQH6FeY9pF6UsijlUSrCNLINUy9KWZTyKK1II49h6kUpi1IepRVpFCdMvShlUcqjtCKl6H4k9SOpH0n9"
+    "SBpE0iCSBpE0iKRBKK2cWnlfJsIYYT9hRyfogQyMCpqRESMjRkYMRgxGDEYMRpyMOBlxMuIw4jDiMOIwEmQkyEiQ"
+    "kYCRgJGAkYCRT0Y+Gflk5MPIh5EPo5BcVpmklipbZFJLlC0uqaXJFpXUkmSLSWopy5UqfDx4ArgSXAWuBtcoVf4k"
+    "8GRwLXgKeCrYDq4DTwNPB88AzwTPAh8EPhh8CNgBPhQ8G3wY2Al6IAPlhRGgbNsBuB7cAG4EHw4+Anwk+Cjw0eAm"
+    "8DFgFjwH7AK7wRzYA54Lngf2gnnwfLAP7AcHwEJL7ebqn6t/rv7V1z93fLOz/ZqWiys/1/+5/s/Vv7la/wbBIbAI"
+    "DoMlcDN4AXghOAJuAS8Ct4KPBeWticfNsnH1GEW+RqmXnnJdz1fKbRt4Ffgk8Bngi8BbwXeDt4GfBL8A3j3Lyk+3"
+    "zfT+ZabPX9Tr2zZLylV3frr6qat/uvObreNaixv3ZvW4VwYvUcaHS8HLwO3gDnAneDk4Cu4Cd4OPB68Ar1TGnz3g"
+    "1eAT5K1m8FpwL3gdeD34RHAfOAbuV8a3J4NPAZ8K3gAeAG8EnwY+XRkfbwKfCT4LfDb4HPC54M3gLeDzwOeDLwBf"
+    "qIy/LwZfAr4UfBn4cvAV4CvBV4GvBl8DvhZ8nTK+vx58A/hG8E3gm8G3gG8F3wa+HXwH+E7wXcr84T3ge8H3ge8H"
+    "PwB+EPwQ+GFl/nE7+BHwo+Ad4MfAO8GPg59Q5i+fAsfBu8BPg58BPwt+Dvy8Mv/5ols3uXWTWx+69eEUt+/p7hem"
+    "uz+Z7n4oo5zfciWOa5du/urmr27+6uavbv46mfmr7fhg2//b9u+281bb8c92fGv2+GU7PtmOP7bji+34bDv+2o6v"
+    "zR4/bcdH2/HPdnyznR/Yjv+24/tcH7+/BH4Z/Ar4VfBr4NfBb4B3u3WOW+e4dY5b57h+0qif/Cb4LfDb4HfA74Lf"
+    "A78P/gD8Ifgj8MfgT8Cfgj8Dfw7+AjwI/hL8lbJuO1JZp82bJefdrP5tsuvCk2dJuerao6696dqT7vx+Df4G/C34"
+    "O/D34D3gH8A/gveCfwL/DP4F/Ct4CPwbeB/4d/Af4D/Bf4H/Bv8D/le5j9GiGQeP0sjna+QLNfLFGrm7bzPxfRsd"
+    "M4ZM+hO7TN7L5FkmzzN5kcmHu0Hm8mu2Xb9r71g5MqnaYdU7vHpHVO/4l+7ZPpZplOzes+uqvZp0555rLtuRlKqV"
+    "pTWh8qiDSatSmVqVStWmFFabUknUl8DalIveplzcNuUitUzRvummlkcS1Uamo65Rpi3XNe605bpOIm25rrNJW67r"
+    "tNKWH6mhrv62aXi0hrpOdoGGCzVcpOESDZdquEzD5Rqu1HCVhqs1XKPhWg1P0fBUDds1dP2f6/9c/+f6P9f/Ta5/"
+    "sm3fpu2jWf1z2v37XLe3rV9z3d62/c11e9v+aa7bz3S56X0V3f0n3f2WZs3fdP8/1nwNj9EwY8kFllxoyUWWPNaS"
+    "x1lysSWXWHKpJZdZcrklV1jyeEueYMmVllxlydWWXGPJEy15kiVP1nC2r99m+/x9rs8fmz2+NXt8aHb/2uz+Sf63"
+    "rLp5rW7eqs5La/0e2uQ4Ed2WtOnWM7r1im49Mt3b8oR2tkLJP0KZB7Yq8hMS2unKhHa7StmX2zolX9qdltDuT1fa"
+    "vdzOUPKlnzOVfOnnLKW/kBtT8qUfruRLP0KpH3LzlXzpJ1DypZ/1Sr2SW1bJl37OUfKlny6lPsqtW8mXfnJKvvTT"
+    "o9RjuQ0q+dLPkJIv/RSV+i+3YSVf+ikp+dLP5oR2U1bypZ9LlHzpZ5syX5PbpUq+9HOZki/9bJ8l9+fd89d05e75"
+    "q939M/f81e7+Q7PX7y0J432z+8XJvoybtnyyL/umLZ/sy8Rpyyf7svJ0PZdp1axLm/U8Zb5m3THd/bSu3jer/9bV"
+    "+2b167p636z+PvpOy5X0uZb8PnzdJT+G77vk9+NjLVcSoMGkBpManDS41OBSg0sNQRpCagipIaSGTxq+1PClhh9p"
+    "5L3ytbv2EcYIlLmbMndT5u4oc5Q0R0lzlDR3UuZOytxJmaNkPkrmoxVzRoEYBWIUiFEgRoEYBWIUiFEgRoEYBWIU"
+    "iFEgRoEYBWIUiFMgToE4BeIUiFMgToE4BeIUiFMgToE4BeIUiFMgToE4BRIUSFAgQYEEBRIUSFAgQYEEBRIUSFAg"
+    "QYEEBRIUSFAgQYF8CuRTIJ8C+RTIp0A+BfIpkE+BfArkUyCfAvkUyKdAPgXyKVBAgQIKFFCggAIFFCigQAEFCihQ"
+    "QIECChRQoIACBRQooEBBFOjy8r7w31j4b797Na25S1/3alpzH225V9Pmtr17NW1m3zpyr6aZLaXcq2mTW/K5V9Ps"
+    "lrbu1bSJ6V5Ns6N7NW1izvT1W4vhcbYa6k3XrXvT455nWM6m5zff0J9pOZg+Umj2OtC0HI81rLem5XicoT/TcjR9"
+    "VNLsdaNpOa4w7AdMy/F4Q3+m5Wj6CKjZ60zTcjzRsF81LceTDP2ZlqPpo61mr0tNy9G0fKbrkZ67n5jufMb5T3dc"
+    "0bVb5z/dcUbXvzj/7n6uyfgzWR5lyTZLHm3JTMpckDIXpsxFKXNJylyaMpelzOUpc2XKXJUyV6fMNSlzrSVPseSp"
+    "lmy3pG6b6c/r7u84NM+QzX6Ol/Y4NtPGqWY/95vq54BT/VzwgfaccKqfG071c8QH2nPFtMftqR6XZ/pzSNPnkfd3"
+    "njA1f3pzaNPgmntuu3Fg66ZbTh8fue/m22NKudxX9VS5qjc1/pO2g/JzCAcUxuc18b66qfKDSfoHFPmBif2Z/ol8"
+    "XfzxxnHj+OOTOy/T45HnV3eeU13O45pyHk+5nA2Pd+rKee1N9w7dceu6u8yOwzSuWo6mdofGa+Pr7A4qdve3/A9O"
+    "0s5tcst7Z0ffscizalY+eFHNytcvqln5FEY1K9/FiBj94c2+8nb6C5wx+WO//LGjM/7lxb9Y/IvTLyZdMOmCSRcs"
+    "dsFiFyx2wWIXXLrg0gWXLnjsgscueOyCxy6EdCGkCyFdiNiFiF2I2IWIXfjShS9d+NKFH7vwYxd+7MKPXPwfmhQz"
+    "vQ=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -159,6 +163,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 5
@@ -9471,6 +9487,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -9485,6 +9543,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -9551,7 +9657,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

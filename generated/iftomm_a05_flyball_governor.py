@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c1cef0e4f8a23fdfe608129877f5b9f19982c76146e22414e91a67dd9b03697f"
+BODY_HASH = "57b11e95aac78f4910234d096b4f8ab1003a441c97210662fb91b576cc7e2441"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -50,77 +50,81 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 4  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 114
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 11
 
-# 5392 characters of compressed tables (grows with the number of elements).
+# 5460 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnQecHFUdx++Su+SyCQnpgTSS0DnClisb2mW2XHJwdW/TE5a7XDZ3RyAxBW9XFFBRFAuKDVTsBQuggGINWEBF"
-    "BQW7YBBFerMhoDgz+3tT/jtzb243O7ObvPl8ct//vP///d+b1+a9NzuTfUdUqcemTUsjXbENqbbOeCLZJsmMxdcv"
-    "rV86dNHepoal9Zua6sNbttTD6FxZ2ysr98nasKxsXKHrOqWOuFHX4Nd1Xa2tvfFkr9Gtruxt2xjPV0W7OnuTCamt"
-    "M5nnOdgcgklXItbWKSXjeSahQINqEvenWrsS0XiqJ5bq7jKm0lAfaCImo1iskjo6JCsnWjJt3TbhPabwZi08YQxn"
-    "oR1Sb29KGjUrqkmeegVTd69uk6NbuWgwm7RLHXwjW3XCIvsBcyEE6wNaeI8pPKSFG70EWajFFRriJCziBO0qKFAf"
-    "9DMTU+YC9YFGTdFjUjRr4caUAizUroCNSdmXcECryaBlEcteQkyfsEg/ZH+ljUFiMooFLYuwpjCXBetGIcvCCI1S"
-    "GHpaoxZGgJjZu7EqjQa70gjWY/jRTfIsWEU05DXbRk1hbresNBosG26DbWkYc2NfGsH6pgazVZ4XLcdWnaDRvjAC"
-    "mgm51CYtnFypX1NYpmR/pQFiY32lgSazVZ4+zPRWV9pkN6jLEVc0EZvRTEhprNDCreu9ybI0mizz2GxzR2i2uSM0"
-    "W94Rmi0H2jDNuB5uOdCGLfMdtsx3e7wjbnHPDYT9Jn2iq92sD4SIfp2p1P31Zv/JDd1xs4Gq1uo12tVuVIcw09D0"
-    "xD/Rc6KPHns9je03KUncnFLreSRqYEXQrCexiZ5GDzeYtCQy08a7OuLJxAa5oSuzJWVOZUyhycoo2hVvlY3SO3b2"
-    "oWWFrc3kSZjJLtCERkUsUa/chFvb1sdjXKtkPNFhmniEkao2PyIFhZFTU5OSMqppEQd1FS3fnKpbSsidQc5SfqcI"
-    "4lahD4c29a8b2DSAnAGJHcS0zjiSUhN/OM8kr+8ZTaiSJZGKxVulNe2ktjHy9fhNwSGExiyDE3Epmmzr6rQorlxl"
-    "9yaVKXtC+ZPfY/wWJpZdzmjCd8L1sZ7rw6brr423d0XbkvkLoBDaz3pzKcmxtlTheBVHNc7HgeOJnh41RF+L8wng"
-    "RE78OqKfhHMfOJkTfwrRYy1ZNRWcxol/JEfPO6YXGX/Prr69Q307fBymdu2U69J8tmewLy0H7Rga2Lbbt3vnQKpv"
-    "q4r+AV9/344dqa05DFSRqmBFMxtcAC4mdnYcT6jmQ25MyIoi5XLDpP4BVauYpXYNXbxzLz0NmE+D5tOQ+bSBJZTa"
-    "vk+GnjDOA+Q8SM5D5Fz2JylOJCWmpJhLio2kKCKKIqIoIooioigiiiKqKKKKIqooYsppTDmNyae53I4g1xkwC27z"
-    "MyHAhCATQixrI0zIMCHLBCU+pIAmBTUphMKXXUDIMCHLBNkFkwKaFNSkEGoNLmQhw4QsE+BCkQKaFNSkEJqg7AJC"
-    "hglZNEumGmAq2TtrqnajEBtt7EYZNprYjSJstLAbJRJgL5gE14DbwUFwCBwGLwFfD74BvBR8D/he8BrwfeBvwN+C"
-    "vwN/D/4VfBT8G/gY+HfwH+A/wX+xckXBjgPHgzXgCvB08AzwTHAVuBpsA88B14BrwXXgenArOABuA9OswkX9i/r3"
-    "sP4P9/TZbIjNamaAM8FZZOowB5wLzgOPAo8G5zu8vkP9+tlUayG4iEy9jgGXgEvBZeCx4HHg8eAJ4IngSeDJ4Clg"
-    "PXgquBw8DfSDATAIhsAGsBFsApvBMLgCPB08AzwTPAs8G2wR9S/qXz5WghIYAaNgDIyDreAqcDXYBp4Dnlsm7Wsa"
-    "qbezyDxjL5k/vAV8N5knfBT8LHgTeCv4HfAu8N4yu7/ZHbT/jbW/1BC2gx1gJ9gFdoM9DvNTbuOBV/kptB3VVEi5"
-    "8u4HvPGXN971cNYblXofqhL3qYNynxrruMVbt64F14l5VkXMs8otX263l0liHBHjiAfjiNv9ze32c7Drfz24AdwI"
-    "bgLZs6dtYNrhPuoF4A7wQvAicCe4C3wNuJs9kiLrqX3gxeBrwREwA7IHEK9zuJ97GXg5+EbwTeCbwSvIeu6t4JXg"
-    "28C3g1eB7wDfCb6LrAfFOFge46BdP6h22E82g+xx/HlgCjwf7AP7wa2in7nSz64Gec9v3g9+APwg+CHwWvA68MPg"
-    "R8i+zvXgx8CPg58APwl+Cvw0+BmyL/Q50X8Py3Gs0HlZofOrQtMrdH03leRDjK9ifPVyfOX1F97+BG99wZuf8cYn"
-    "3jjDm/fw+k+l19/nwRvAL4BfBL8Efhm8EbzJYf3z9p949c+7b/Hqn3cf4dU/b3y8GfwK+FXwFpA9l7oN/Br4dfB2"
-    "8BvgN8Fvgd8G2XOt74L7wTvAO8Hvgd8HfwD+EGTPxe4GfwT+GPwJeA/4U/Bn4M/Be8V9RtxnKmicKrSfjifzN6/y"
-    "cbDGi1Ltd20uch5t99yi0Hmy3f1mHrGr9Prk9Vtev+T1O971866Pl3/e/Yl3/zlU7qP3gb8AfwneDz4A/gr8Ncj7"
-    "3exE8pzB7eePbj+/cnvfwq3nCZs9mie5Pd9xe95S7vMPMb6NPr79Afwj+CD4EPgn8AD4MPhn8BHwLyDvPYPHwSfA"
-    "J8GnwKfBZ8BnwefA58EXQN57C/8GXwT/A74Evgy+Av4X/B/4Ktmg5L0HUej9we3fmbi9r+32cza319Fur4fdXtcW"
-    "uj6tRb+YAE4E68BJoA+cDE4BjwCngtNYPwOngzPAmeAscDY4B5wLzgOPAo8G54MLwIXgInAxeAy4BFwKLgOPBY8D"
-    "jwdPAE8ETwJPBk8B68FTweXgaaAfDIBBMAQ2gI1gE9gMhh2+t3UWeDbYAq4EJTACRsEYGAdbHb4Hdi7YDnaAnWAX"
-    "2A32gAmwF0w6fK9sA7gR3ARuBreA54Ep8HywD+x3+J6aWD+I9YNYP4j1g1g/iPWDWD+I9YNYP4j1g1g/iPWD0/VD"
-    "uf0+wO33MQpNr9D11CLCyYRVnPl7DUdfx9FP4ejJ9OKQex9vEYeTOTySU37TOfqxvg/Iy5/TT68ZP1xm+uqYT/JF"
-    "fFFfzLdn1+6hi7antjEh7du+u+/iob2ZVC4N7SyXFjtFmsZTOW12ijyYTgf6dw5kfLZ/htXvy43+N71z99Ztzv/S"
-    "Rl1t08irSWOvJo2+inNeSxp/LWnktaQx15JGO5401vGk8qs8Oucd1Q4HDVpOdBChg4kd6wh5g1Op9ZUy+Il8inyK"
-    "fIp8lttkWqQn0jsUF3siPZFeOac3nsMaDms5nMDhxAphXYVwUoXQVyGcXCGcUiE8okI41WVOc5lHuszpLnOGy5zp"
-    "Mme5zNkuc47LnOsy57nMo1zm0S5zvssU+81in0zkU+RT5FPsN4v0RHpiv1mkJ9IT+81iv1nsN4v9ZrHfLPabxX6z"
-    "2G8W+81iv1nsN7ux38ybr/PWqU7n7V7tdxer55VPsfHZ4dZLM26nV+ry5bVPEX/0+MX230M9Pq98i9Xz0i9Wzzuq"
-    "ORzHYbnvy5R6H6LS1u2Vto72er3q9XrS6/We1+sxr9dLxa5Xil0PLOBwIYdifivmt+U8PxT33/K+/3p9//J6/H8V"
-    "h928uYqMM1WkX4wj/YP+JxS87wjkjudaBL2kOLw6eOs93nqON97zxstyO2bYjEMzbcajWTbj1Wyb9f4cm3Fprs04"
-    "t8Rm/Fpqs1+wzHJ80z8CSL+fcpzNeHo8GVfZESLhzE8DCWd+Gsl4zI4mm3G6mYQzP2HSTtkRIeHMT5SEMz8x0r7Z"
-    "ESfhzE8rCWd+VpF+wY4eEs78JEg489NL+hM7kiSc+VlDwpmftaQfsmMdCaf/2bCP+NlA+i87NpJw5mcTCWd+NpN+"
-    "z44tJJz5OY+EMz8pm/HifBLO/PSRcOann+xbsCNNwpmf7SSc+Rkk+xfsGCLhzM8wCWd+LnA4v/f6+Uup9aXe//V6"
-    "f7jcf3dX7Pqt2PVRseubYvfXvN5/KnQ/pVzfYyq1vtDfe5daX+jvbkutH+tHDXnt0evnUHVj3J8q9fjFa49ejWu8"
-    "9uj1frvT9pj7NuaF+EbmOSMjTMpkmJTNsq9mXsgE1Q6iYghRtsx9E1O2hKBYMlG2ZCIs+wdgKQvMUhFhqYiyZe5L"
-    "mrJl7huaWm7VL3qm9gyNkPMMOc+az4eJ/TCxHzbbDxL/g8T/IPGfJvZpYp8m9oMkP4MkP4PDWdNXS3MXbA7I0AAa"
-    "ZZhGGaZRaCqDNJVBmsogTSVNo6RplDSNMkgzNkgzlnf5aRolTaOk5SiSWkySWjaSWiCSWgqSeumSer2SepGSemWS"
-    "ejmSeg2SmnFJza2kZlFS8yWpmYmoniOq54jqOaJ6jqieI6rniOo5onqOqJ4jqueI6jmieo6oniOq54jqOap6jqqe"
-    "o6rnqOo5qnqOqp5jqk1MtYmpNjHVJqbaxHL1iM/Z5lqKfpIxnhjNho1mw0Yzo7cLdHGrLu7wa1/NNaaXNqaXNqaX"
-    "NqaXNqaXNqaX1tNL6+mllfS2p0bkfxn5X1b8PLC0y1Px+LS05SN+3lfa+OLngaPHFz8PHJ3i54HFUfw8wdnyVvw8"
-    "sDCKnwcWx8P954HF3r+qHOaj2qFduWxPi3WBt+sCp+1qqsN27LT9TXPoz2n5OX184PU6wml5z3Y4Ljgt7zkO/Tkt"
-    "77F+jsSrdYfTdrtgjO1y4Rjb3aIx1uviMdbbMWOslyUuje9uj4cH6z4r8ivyezjMj8o9vthXPLT3Bb3eVys31lQY"
-    "ayuMEyqMpd6X9Xrf9XB/bcvrfUWvP0Pk9WeCvL7/HOxxtlzGFfG8x9txrdw/Z1hunyMst88Flvvn/sr9eVKx96lS"
-    "34cWjJELx8iQetzfcuuBeEq67lqNVbseufK2Fx84G6P5yktm3bjq4ezeFkoWn9lTPzw9Wt9KM50eB/Zbh4/1deOD"
-    "9Vpyoenm2193rXLcQMIPtIx+3XbXw8uPrke6+23SbSlVus78O63//MO6PDnH8ImSyisfWcnyZ10+Y/dDTRZf8WTP"
-    "7dcvu8PmOgt8fZ4f76FLr5p/4+MPEf1jLbP3r1714GPPaOFXT7jmztdffV8LibffYTzNLv7o85fP6n46r94Rvr+4"
-    "9iCP46fGki8vmbSyyHiXvdSdvmfrqro8P6c9e9ctL9Q8oeXz5kX33r2/tY7Gu8MmXotdvKcuf+X+m2vn0vRYuObP"
-    "8EP85aps+qW5ZZB64pOgk5bnXnnwRRAQWZ57s8EXZZro8twLDr4YU8VyIQO51EdSA3ghIKNJWU3a5tfFgC4GdTGk"
-    "iLksjuhiRhezupjzBjlgkIMGWXGIFzlGdDGji1ldVB0yOWCQgwaZOewf0BzKYkYXs7qoOVTkgEEOGmTFId4aGdHF"
-    "jC5mmTigGwzoBmqK/wfLM3x9"
+    "eNrtnQl8HFUdx5M2adNtaeldoAdtuQklu5tjy5XOHmkDOTdpm14sSdNtEgqtbcHsigIqiuKB4gUq3gcegAKKZ8ED"
+    "VFRQ8BYsosh9eSGgODP7e3P8d2bf7G53Zrd98/k03/+8///935s3b/7z3pudafuMKnXbtGlZuDu6IdHeFYv3t0sy"
+    "o7GBZfXLRi/c29y4rH5Tc31oy5Z6GJ0ja/tk5UWyNiQrm1bqui6pM2bUNTbouu62tr5Yf5/Rra7sa98Yy1ZFurv6"
+    "+uNSe1d/ludASxAm3fFoe5fUH8syCfobVZNYQ6KtOx6JJXqjiZ5uYymN9f5mYpLDYrXU2SlZOdGKae+xSe81pbdo"
+    "6XFjOkvtlPr6ElLOqqgmWeqVTN2zpl3ObuWi0WzSIXXyjWzVcYvq+82NEKj3a+m9pvSglm70EmCpFkdoyBO3yBOw"
+    "O0H++kADMzFVzl/vb9IUvSZFi5ZuLMnPUu0a2FiUfQv7tTMZsGxi2UuQ6eMW5Qftj7QpQExyWNC2CGkKc1uwyyho"
+    "2RjBHI2hl5WzMfzEzN6NVWs02rVGoB7hRzfJsmAnojGr2zZpCnO/Za3RaNlxG21bw1gb+9YI1Dc3mq2yvGg1troI"
+    "muwbw6+ZkENt1tLJkTZoCsuS7I/UT2ysj9TfbLbK0oeY3upIm+2CupxxZTOxyWVCWmOllm593pstW6PZso4tNneE"
+    "Fps7QovlHaHFMtCGaMX1dMtAG7Ksd8iy3h2xzpjFPdcfajDp490dZr0/SPTrTa3eUG/237+hJ2Y2UNXaeY10dxjV"
+    "QYw0ND3xT/Sc7LlzD9DcDSYlyZtRalceyepfGTDrSW6ip9lDjSYtycy0se7OWH98g9zRldGSMqYyltBsZRTpjrXJ"
+    "RskdOwfRs0LWZvIgzGTnb0anIpY4r9yC29oHYlGuVX8s3mkaeIRQqjY+Ig2FyKmpSUsZ1bSJA7qKtm9G1SPF5YtB"
+    "rlL2RRHArUIPhzbnXzew6QAZA5I7gGGdMZJSk4ZQlknWtWc0oUpWRCIaa5PWdpCzjcjX22BKDiI1apkcj0mR/vbu"
+    "Lovmypzsvn5lyB5X/mRfMQ0WJpaXnNGE74TrY4DrYyCnj1hfe3St1KGeglyejHZO/PVGo478KXbO/Dl058ybM2eO"
+    "fA04q9mAs5oNOHNm7WtdrKM70t6fPakNIiYMmHu+nGtLFbZXsVVjfwI4kejpVkP0tdifBE7m5K8j+inY94FTOfmn"
+    "Ef1h2J8OzuDkP5yj520zi8y/Z9fg3tHBHT4OE7t2yufSvLdnZDApJ+0YHd6227d753BicKuKoWHf0OCOHYmtGQxX"
+    "kVPBmmYuuBBcQuzsOJFQrYfcmVAVRcrUhklDw6pWMUvsGr1451666zfvBsy7QfNuIysosf0iGXrB2PeT/QDZD5J9"
+    "2Z+kOJGUnJJiLik2kqIIK4qwoggrirCiCCuKiKKIKIqIoogqu1FlNyrvZmo7jlqnwDS4rYEJfiYEmBBkVRtnQooJ"
+    "aSYo+SH5NSmgSUE0vuwCQooJaSbILpjk16SAJgVx1uBCFlJMSDMBLhTJr0kBTQqiC8ouIKSYkEa3ZKphppK9s65q"
+    "F4VYtLGLMiya2EURFi3sokQc7AP7wbXgdnAEHAXHwEvA14NvAC8F3wO+F7wGfB/4G/C34O/A34N/BR8F/wY+Bv4d"
+    "/Af4T/BfrF3RsBPAiWANuBI8DTwdPANcDa4B28GzwbXgOnA9OABuBYfBbWCSnXBx/sX59/D8H+rls9EQG9XMAmeD"
+    "c8jQYR44H1wAHgEeCR7l8PgO9uNnQ61F4GIy9DoaXAouA5eDx4DHgseBx4MngCeCJ4Eng/XgKeAK8FSwAfSDATAI"
+    "NoJNYDPYAobAleBp4OngGeCZ4Flgqzj/4vzL2ypQAsNgBIyCMbANXA2uAdvBs8FzyqR/zSDn7UwyzthLxg9vAd9N"
+    "xgkfBT8L3gTeCn4HvAu8t8zub3Ybvf7yvV5qCDvATrAL7AZ7wF6H9Sm3eOBVfQrtRzUV0q68+wEv/vLiXS9nvlGp"
+    "96EqcZ86IPepfOMWb966DlwvxlkVMc4qt3q53V+miDgi4ogHccTt683t/nOgz/8AuAHcCG4C2bOnbWDS4Trq+eAO"
+    "8ALwQnAnuAt8DbibPZIi86mLwIvB14LjYApkDyBe53A99zLwcvCN4JvAN4NXkPncW8ErwbeBbwevAt8BvhN8F5kP"
+    "ijhYHnHQ7jqodnidbAbZ4/hzwQR4HjgIDoFbxXXmynV2Nch7fvN+8APgB8EPgdeC14EfBj9C1nWuBz8Gfhz8BPhJ"
+    "8FPgp8HPkHWhz4nr95CMY4WOywodXxVaXqHzu+mkHiK+ivjqZXzlXS+89Qne/II3PuPFJ16c4Y17eNdPpZ+/z4M3"
+    "gF8Avwh+CfwyeCN4k8Pzz1t/4p1/3n2Ld/559xHe+efFx5vBr4BfBW8B2XOp28CvgV8Hbwe/AX4T/Bb4bZA91/ou"
+    "uA+8A7wT/B74ffAH4A9B9lzsbvBH4I/Bn4D3gD8Ffwb+HLxX3GfEfaaC4lSh1+lEMn7zqh4HKl6Uar1rc5HjaLvn"
+    "FoWOk+3uNwuIXaWfT951y7suedcd7/h5x8erP+/+xLv/HCz30fvAX4C/BO8HHwB/Bf4a5P1udjJ5zuD280e3n1+5"
+    "vW7h1vOEzR6Nk9we77g9bin38YeIb7nj2x/AP4IPgg+BfwL3gw+DfwYfAf8C8t4zeBx8AnwSfAp8GnwGfBZ8Dnwe"
+    "fAHkvbfwb/BF8D/gS+DL4Cvgf8H/ga+SBUreexCF3h/c/p2J2+vabj9nc3se7fZ82O15baHz01pcF5PAyWAdOAX0"
+    "gVPBaeBh4HRwBrvOwJngLHA2OAecC84D54MLwCPAI8GjwIXgInAxuAQ8GlwKLgOXg8eAx4LHgceDJ4AngieBJ4P1"
+    "4CngCvBUsAH0gwEwCDaCTWAz2AKGHL63dSZ4FtgKrgIlMAxGwCgYA9scvgd2DtgBdoJdYDfYA/aCcbAP7Hf4XtkG"
+    "cCO4CdwMbgHPBRPgeeAgOOTwPTUxfxDzBzF/EPMHMX8Q8wcxfxDzBzF/EPMHMX8Q8wen84dy+32A2+9jFFpeofOp"
+    "xYRTCas44/cajr6Oo5/G0ZPhxUH3Pt5iDqdyeDin/WZy9Pm+D8irn9NPrxk/XGb66phP8oV9EV/Ut2fX7tELtye2"
+    "MSHp27578OLRvalEpgxtL1MW20WZxl25bLaLOph2h4d2Dqd8tn/G1O/L5f6b3Ll76zbnf2mnrrbp5NWks1eTTl/F"
+    "2a8lnb+WdPJa0plrSaedSDrrRHLyqzza523VDoMGbScaRGgwsWMdIS84lVpfKcFP1FPUU9RT1LPcBtOiPFHewTjZ"
+    "E+WJ8sq5vIkc1nBYy+EkDidXCOsqhFMqhL4K4dQK4bQK4WEVwukuc4bLPNxlznSZs1zmbJc5x2XOdZnzXOZ8l7nA"
+    "ZR7hMo90mUe5TLHeLNbJRD1FPUU9xXqzKE+UJ9abRXmiPLHeLNabxXqzWG8W681ivVmsN4v1ZrHeLNabxXqzG+vN"
+    "vPE6b57qdNzu1Xp3sXpe+xSbn21uvTTjdnmlbl9e/xT5c+cv9vo92PPz2rdYPa/8YvW8rZrDCRyW+7pMqdchKm3e"
+    "XmnzaK/nq17PJ72e73k9H/N6vlTsfKXY+cBCDhdxKMa3YnxbzuNDcf8t7/uv1/cvr+P/q9jsxs1VJM5UketiArk+"
+    "6H9CwfuOQGZ7rlXQS4rNq4033+PN53jxnhcvy22bZROHZtvEozk28WquzXx/nk1cmm8T55baxK9lNusFyy3jm/4R"
+    "QPr9lGNt4ulxJK6yLUjSmZ9Gks78NJF4zLZmmzjdQtKZnxDpp2wLk3TmJ0LSmZ8o6d9si5F05qeNpDM/q8l1wbZe"
+    "ks78xEk689NHrie29ZN05mctSWd+1pHrkG3rSTr9z4Z9xM8Gcv2ybSNJZ342kXTmZzO57tm2haQzP+eSdOYnYRMv"
+    "ziPpzM8gSWd+hsi6BduSJJ352U7SmZ8Rsn7BtlGSzvyMkXTm53yH43uvn7+UWl/q9V+v14fL/Xd3xc7fip0fFTu/"
+    "KXZ9zev1p0LXU8r1PaZS6wv9vXep9YX+7rbU+nw/asjrj14/h6rLc32q1PGL1x+9imu8/uj1ervT/pj5NuYF+Ebm"
+    "2ePjTEqlmJROs69mXsAE1Q6iYghRtsx8E1O2hKBYMlG2ZCIsh4ZhKQvMUhFhqYiyZeZLmrJl5huaWm3VL3om9oyO"
+    "k/0U2U+b98eI/RixHzPbjxD/I8T/CPGfJPZJYp8k9iOkPiOkPiNjadNXSzMHbE5I0QSaZYxmGaNZaCkjtJQRWsoI"
+    "LSVJsyRpliTNMkIrNkIrlnX4SZolSbMk5SyS2kyS2jaS2iCS2gqSeuiSerySepCSemSSejiSegySWnFJra2kVlFS"
+    "6yWplQmrnsOq57DqOax6Dquew6rnsOo5rHoOq57Dquew6jmseg6rnsOq57DqOaJ6jqieI6rniOo5onqOqJ6jqk1U"
+    "tYmqNlHVJqraRDPnEZ+zzfQUfSdl3DGajRnNxoxmRm/n6+JWXdzRoH0111he0lhe0lhe0lhe0lhe0lheUi8vqZeX"
+    "VMrbnhiX/6Xkf2nx88DSTk/F49PSto/4eV9p84ufB+bOL34emJvi54HFUfw8wdn0Vvw8sDCKnwcWx0P954HF3r+q"
+    "HNaj2qFduSxPi3mBt/MCp/1qusN+7LT/zXDoz2n7OX184PU8wml7z3UYF5y29zyH/py2d76fI/Fq3uG03y7Ms18u"
+    "yrPfLc7zvC7J87wdned5WepSfHc7Hh6o+6yor6jvoTA+Kvf8Yl3x4F4X9HpdrdxYU2GsrTBOqjCWel3W63XXQ/21"
+    "La/XFb3+DJHXnwny+v5zoONsucQV8bzH27hW7p8zLLfPEZbb5wLL/XN/5f48qdj7VKnvQwvz5KI8GVS3+1tv3R9L"
+    "SNddq7Fq1yNX3vbiA2chmq+6ZM6Nqx9O722lZPmZPfXD06P3rTLT6bZ/n3V6vq8bH6jXkgstN9v+umuV7QaSvr81"
+    "93HbHQ+vProe5e6zKbe1VOU68+/0/Gdv1u3J2cZOkFRe+cgqVj/r9snfDzVZcsWTvbdfv/wOm+Ms8PV5fr6HLr3q"
+    "qBsff4joH2udu2/N6gcfe0ZLv3rSNXe+/ur7Wkm+fQ7zaXaxR5+/fE7P01nnHen7iusPchw/Jdr/8tIpq4rMd9lL"
+    "Pcl7tq6uy/Jz6rN33fJCzRNaPW9efO/d+9rqaL47bPK12uV76vJX7r+5dj4tj6Vr/gw/xF+hyqZfmlsmqTs+CTpp"
+    "ReaVB18YCeEVmTcbfBGmiazIvODgizJVNJMynCl9PDGMFwJSmpTWpG0NuujXxYAuBhUxU8VxXUzpYloXM94g+w1y"
+    "wCArDvEix7gupnQxrYuqQyb7DXLAIDOHQ8OaQ1lM6WJaFzWHiuw3yAGDrDjEWyPjupjSxTQTh3WDYd1ALfH/qvoC"
+    "hA=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -176,6 +180,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 4
@@ -21383,6 +21399,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -21397,6 +21455,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -21463,7 +21569,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

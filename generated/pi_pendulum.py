@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "880ca94558508cf9e1e3e08a43d93e37ebd78eecacf922aaa1b4681316a35321"
+BODY_HASH = "86f6016472ee46f992268c7083c5e24981a10d353b5e7a0ad777d64f711d940e"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
@@ -45,28 +45,32 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 12
 N_STATES = 1
 STATE_NAMES = ("e_int", )
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 1
 
-# 1096 characters of compressed tables (grows with the number of elements).
+# 1160 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNqlVs1y0zAQdlOgxfAA3BjChUNgYie05QJ1YwUMcZzYLrh0MpqUtCX9cyaETvMAvAbPwa0ceAUeguHSOweQLdmx"
-    "5PVPBx28zn7frla7q3V+rErh2t2tbln6Dja6yHYNjUgdedVadXw2W2tWa7tKbWMwqDHSG4I6BPxM0A0Cri2grmai"
-    "JNRYQFa77SDXSTpdgI7xHqWhltV1XFszum7KsbLOGJatG13NRWnGs5CB6tjocSdRY32f0zdivZ2KhGhNzXFwz3Jg"
-    "GxuwUfBLzTQ13NdTdqrAyCYIwTdjPRi8Agav4N4rg2ySuxGldDQTIAl+RDgOCsqCKh6hEev7GXrQC+S7gduW3UJQ"
-    "hkVGEcHLJgjxP431YPwNMH6i9WDv0Lk6yERA06vrHGxbHR5WBfhd8kDNGg+7Oz3uytEixvlsWZ30hYxRwTeH5prm"
-    "WXp5lh5sGd8wwVTlUcGWQ3NNMyyRZSLX3iE9EwynYIQVcVoWahPOwYk/TOY7xSITj6OprK8EIqti0a5tw0N6EclF"
-    "tsl3Ct0ynHhAguo8KmQogQp2Ca+CDUV6mk0ankSTavx1+olZTDGwZAsYLBqFBctmAqKzD+zBJAHsQ0oQrxyFsI7a"
-    "2naHr6tCg+rXOS1NRF+HtDbSWq5hdVPZoR86xw2+gnbwSF+HOkAB65akwKngGGAuEgyvMBAPjuMt6lgtw03/o1Dp"
-    "+PX4DJGNBzfoXxnpJpN/r7kmJ8Oz4XRvOGX20jKTk/G5PyNxyfRFGRAOvpCD5zx8Tj6Oxc2jtcRkRYJXWVz8fYvJ"
-    "FSbZ/zjp9n/6z7JbFvDovDKTdwrsKwX7RetuQdzLJfcRcVImWj75cDo8H8/mONCc+jN/uueP5vKRT/pLPvCnH/bp"
-    "MyvArI0q10xkpUBKJfGyCYi6nEevXuTL8mupZIEloYFF+5UMP6sZ+5RteFF/PJGPR/LxWCaXF0/3D8KLfBo+X9NO"
-    "wZ/GF/HbPHo7inVHc/mQjIFDPC/KvZRxCYpqm5/b55tUPmJya/PeY9398+DXZVTD7XD9zKjl1aWouf/ld//b14ff"
-    "r9sDYUKekNSJBwgHJR7RUclkkO9RRPgHeXgJUA=="
+    "eNqlV8ty0zAUdVOgxfAB7BjChkVgYie0ZQN1YwUMcRw/Ci6djCYlbUlfzoTQaT6Af2DFd7ArP8FHMGy6ZwGyJT8k"
+    "y7Y6aOHr3nPu1dV9yOlXWYrW7m59y9J3oNEHjmdoSOrArzfqk7P5Wrve2FUaG8Nhg5DeINRF4GeEbiBwLYX6mgmy"
+    "UCuFrG7XBZ6bdZqCrvEe5KGO1Xc9RzP6Xs6xsk4YlqMbfc0DecaziAGa0BhQJ1ETvU3pW4neyUWCtKbmunBguXwb"
+    "h2OjwJeaaWrQ1nN2KsMoJjDBtxM9N3iFG7wCB68MtEnpRpjS00wOifHDwklQvCyo7BFaid4u0HO98Hy3YNdyOoCX"
+    "YZZRRfCLCUz8TxM9N/4WN36k9fneeefqARNwml5dp2DH6tGwysDvsgdqN2jY2xlQI4eLmOSzY/XyA5mgjG8KLTUt"
+    "s/TLLH2+ZTJhjKlKo4wthZaaFlgCywSes4N6JrycwiusitOxQBdxDk6CUTbfORa68SiaSvqKIZIqVu3aNXygV5E8"
+    "4Jh0p+AtoxuPk6AmjTIZyqCMXcYrY4ORgeaghkfR5Bp/HX9i0luMW7IU5hYNw4xlOwPhu4/bg1kCtw8xgR05DEEd"
+    "dLXtHl1XBQdlNyktToSt87QO0DqeYfVz2cEfOtcLv4JO+MiPQ5ND4dYtS+GngmJwc5Fh+JWB+KVxANfQt7VelPky"
+    "T1meiD9b14X8hTwxf4LuxLyVZj5llWU/Zvm6kDNfF/MmdMyCmr4FPatjePlfiSr+pPp016MAhjfwz1PpJpF/r7mm"
+    "J6Oz0WxvNCP20jKR08l5MEdxyfhFGSIOvJDD5yJ6Tj9O2M3jtURkTeIvUZz9+xaRK0SuEnn7P/0X2S0zeHxe8j+B"
+    "dKfCvlaxX7zuVsS9LLgPi6My4fLJh7PR+WS+gKHmNJgHs71gvJCPAtRf8kEw+7CPn0UBFm1Uu2YiaxVSEsRFExB3"
+    "OY1evSiX4mtJsMAS08Cs/UqBn9WCfUQbntUfT+XjsXw8kdHwwtn+QTTIp9HzNe4U+Glykbwt4rejRHe0kA/RNXAI"
+    "F1W5lwqGoKq25bl9vonlIyK3Nu891r0/D35dxjXcjtbPglpeXbKa+19+29+/Pfxx3R6IEvIEpU50KKR0KuEFHOOr"
+    "lMiwHuOY8A9XXY9O"
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -122,6 +126,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 1
@@ -979,6 +995,49 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    out[0] = xd[0] - q[2] + p[3]
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+    out[0, 2] = -1
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    out[0, 0] = 1
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     out[0] = 1
@@ -994,6 +1053,61 @@ def state_rate_qd_values(t, q, qd, p, out):
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
     pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    out[0] = -1
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    out[0] = 1
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    d_qdd[:] = 0.0
+    d_q[:] = 0.0
+    d_qd[:] = 0.0
+    d_lam[:] = 0.0
+    d_x[:] = 0.0
+    d_q[0, 2] = -1
+    d_xd[0, 0] = 1
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
+    d_q[0] = -1
+    d_xd[0] = 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -1059,7 +1173,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "40693280d59de8c865e36664168c3a8e7534f6209ef2de99d65862f35edc199f"
+BODY_HASH = "0183a3dad4596f1a75b61267f59a473276e3c88d6b4f5103627764cd8bb2c490"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -45,39 +45,43 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 9
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 15
 
-# 2092 characters of compressed tables (grows with the number of elements).
+# 2160 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtWl9XG0UUjyEhYRMCrdhq1Vap/401+5/qg43JolFCyCbVIIezB62UKAUOogc+gF/Db+E5vulH6bsvPvqmm92b"
-    "2ZmbuSwr2DaUOYf55d7fnbvz587szA6lqVSQ1tbmP27VV73GsuN2G1Uf605vvjzf3zmwjPny2kJ5YX29DEaf+2zH"
-    "J3/02QWfNM2IW642HZ4z7IhrLS52nG6HdxuRncZXzihVay13um61sdwd8axVbDBpufXGcrXrkCZOxWusCK3RmL4t"
-    "6HWmd0fq4mub1U7HW2l15GVcSRnV+6TabFa9dh2VU4d1YBa0gVB5tWwwfVvQ60zPV0Qdalc+bfgPOfZBoclStSkx"
-    "Qn4wzSrlSh6uUb1gD8tpRC9wBkIv8Pq2oLeYnq+IPdRSvcA5pHvBHnaVJu0FG2aJT7uSh+s4CnWmbxN6SUTp0jhb"
-    "cpqObJLotwXebS0JvKqbiP+Sb5BmDBsMfHd1xRENAnqx5dacwejWWks8XRFZ5F1gjy16XMnecSV78pIsGlFRHdGo"
-    "sEgfX5gq67SaTtdd9SNnsKgNlj5+ulgyo1rLWfSNNrd3N8CXJjfz10rBTrUglJAljGbsgxcbPacea9V13KbQUg2e"
-    "GqyWVWpoGSsdoYBF5SDYAmokUANqper6E8Cv0MhEsMN5EM1++eBFvHz4Qh6VtXguXDaQxcKIAXLPGyBq6N2rO4vV"
-    "u0viCIetalcEJXRGuy5Vu0611m20lsm1otMdvEvdQUbNaNFEOoC8SbyTWB+9WB/EVP/CWWrVGt3RnYkG25ae2Et+"
-    "qfUUpGcA/0mYLsqPd/m97Y2djX0lKWz3d76vKINcDXItyPUgN4LcDHIryO1hLScAJwFhS54qAs4AXgZ8DpX7rzio"
-    "hLfX36n4Ma9EghoJKs+oPKPxjMYzOs/oPGPwjMEzJs+YPGPxjMUzNs/YPhP0vneohHgEuLfVD0cEGBUYlTEaMBow"
-    "GmN0YHRgdMYYwBjAGIwxgTGBMRljAWMBYzHGBsYGxh4wOIYft5xG0ZMBzKLozQHmUTQrgAUU3dOAJRTts4CXUPQ/"
-    "CziHZsMVwKups00X7T9Zf+B+oOzj/Mc9JzWm4/E84AuA1wBfBHwJ8OWnpH0Z1A7crnHnk64fScc56fgnjYuk8ZI0"
-    "jpLGV5ro9zxqVxHV97zPIxxnON7SxO4vQ/QH7hfcP+et/64D3gB8BfBVwHnAm4CvAb4O+Abgm4BvAb4N+A7gu4Bl"
-    "wPcAbwG+D1gBVAE1QB3QADQBLcDhcWIB8DbgB4AfovjA7+0cGrcCGqcUMc7jph/X/dzsKXHmlJjwcBsdKKMDZHRg"
-    "jA6I0YEwOgBGB77ogKfc39/4qX9w5IX14CVVkDRB0gXJECRTkCxBsr/evXeknCD7bre/c5Ag39zd/+bbk+epJySl"
-    "CcwgeRLJeSQrSC4iGb+1Z1E9HrV81qfHpHjabzyU3ywhZ9G4YTmPVj0sF9A4YrmEVkEsX0KrIZbn0Ko4R5x6/+9d"
-    "UI7olyniLaEQ/VQk3h7TRL/hVflifM/3+OIv2o96tx+mvz56uvEiPa70uOffk5bSxDowQXxNzRLrxSThD+/nsP0E"
-    "4X+CsM8Q/jOEfZbwnyXsJwn/k4R9jvCfI+zzhP88YT9F+J8i7BXCv0LYFwj/BcK+SPgvEvbThP9pwr5E+C8R9jOE"
-    "/xnCftxP7eNe/+D8/SA8hn8Wnem9H/qHghReXHpbG9ub4a8H0c/dzU3lvnfo/x1dbFfP93Y1Rbw+0gQ/QSzvaaIf"
-    "qMvGPGFPXZrkiY+dOeJSoUDY48sGhfh4WiLsZ1BcYXvqkgVP5znCnrp0wdP+KmFPXcJkiflWIubJWZVPegxK+jkl"
-    "E4PZGJyMwVwM5mNwKgaVGCzEYDEGp2OwFINxH5mHx667QfqVOH49BP3D3zFz4+c/27/9cvMP0Q6nvwl95o5cXyT0"
-    "lwn9FUJ/jdBfv3Pejm1sa3ArujYIrgCkMncxIJW56wKpzF0iSGXuakEqcxcOUpm7hpDKNvzrmXdv+M9n7NfeVh9+"
-    "q4xXGa9yvMZ4jfEax+uM1xmvc7zBeIPxBsebjDcZb3K8xXiL8RbH24y3GW+H/L/qJGqf"
+    "eNrtWt1y20QUNo4dO7LjtCW0UH4KKf+EYv2ncEFFrIDBjmPZBZdORxMoaQ1pkimFaR6A1+AtmOEOHqXDLTdccgey"
+    "dLzaPd5jSbS0dRrNRJ/P+b49Wu2eXWm1+UPJhcfVqysfdRpX/Oam6/WbToANd7CyujLcu2MZK6tX11bXrl1bBdFn"
+    "AdsLyB8Cdi0gTTPmNp22y3OGHXOdjY2e2+/xYWOy1/zSnaTWO5u9vuc0N/sTkbW6DZKO12huOn2XlLh1v7kl3I3G"
+    "/F3BrzO/N1GXwNt2ej1/q9OTl/EkZVT/Y6fddvxuA5VTx3VgClogVF5dNZi/K/h15ucroo69W580g4tMvVAkaTlt"
+    "iQjFwTSrlCe5uEa1gj0upxGtwAmEVuD9XcFvMT9fEXvspVqBC0i3gj1uKk3aCjaMkoD2JBfXcRbqzN8l/JKM0qV5"
+    "1nLbrmyQ6BcF3uu0BF7VTcR/wd+QZoxvGPj+lS1XFIT0Rsdbd0e9u95p8XRdZFF0gZ1adFrJwbSSA3lJlo2oqI5o"
+    "VFikpxemyrqdttv3rgSZM5rURlMfP1wsmWi9424Eop3d/W2IpcllwVwp6FQLUgkpoTcTL7zRHLiNRFXf9drCnWpw"
+    "1XC2dKiuZay0h0IWlYNkC6mJRA2pLccLBkBQoYmBYEfjIB798s6LeXn3RTwqa/FcNG0gxdqEAIXnBYgaR/cb7oZz"
+    "uSX2cHRX3brghMboNqRuz3XW+83OJjlX9PqjZ6k3OlEjWpRIO5CXJAdJjDFIjDGYGsPtNRuXnVbY+tMi8bo08bqN"
+    "Rqp4I126eCnDpYuWLliqWIN0NRukq9kgXTB5rM/dVme92Z9829TgVXQgZn5Q6loOjqcA/8l4HJef7fIHu9t727eV"
+    "rLA73PuurozOanjWwrMeno3wbIZnKzzb41rOAc4DLgBWAZcATwE+g8r9VxxVwj8Y7tWDnFdiQ40NlWdUntF4RuMZ"
+    "nWd0njF4xuAZk2dMnrF4xuIZm2fsgAlb37+rRHgIeHBzGPUIMCowKmM0YDRgNMbowOjA6IwxgDGAMRhjAmMCYzLG"
+    "AsYCxmKMDYwNjD1icA4/ajuPsqcAWETZWwIso2yGjwe5CsruRcAayvYTgCdR9j8NuIxGw2nAM7kHexzff7r2wO1A"
+    "6ZPiJ10nN6P98Szgc4BnAZ8HfAHwxSfk/groPvB9zTqfdf7I2s9Z+z9rXmTNl6x5lDW/8kS7l9F9VVF9j/o4wnmG"
+    "8y1PvP0ViPbA7YLb56i130uA5wBfBnwFcAXwPOCrgK8Bvg74BuCbgG8Bvg34DuAq4LuAFwDfA6wDqoAaoA5oAJqA"
+    "FuB4ObEGeBHwfcAPUH7g53YJ9VsF9VOO6OdZ88/q+9yJ+8Sl+8SMi9t4QRkvIOMFY7xAjBeE8QIwXvDFCzzlxu3t"
+    "H4d3Dv2oHrylCpYmWLpgGYJlCpYlWPZX+9cPlRSnb/eHe3cynHf2b3/9Tfpz7jE58gQWkD2P7DKyFWRXkY2f2idQ"
+    "PR62/aBXj1nxfr/xUHGLhF1E/YbtMpr1sF1B/YjtGpoFsX0SzYbYXkaz4jKx6v2/34JKRLssEE8JhWinKvH0WCTa"
+    "Dc/Kx/17tPsXf9F+2G/70fHXh082Hh+P6njU4+9xO/LEPDBHfE0tEvPFPBEPv89h/RwRf47QF4j4BUJfJOIXCf08"
+    "EX+e0JeI+CVCXybilwn9AhF/gdArRHyF0FeI+BVCXyXiVwn9IhF/kdDXiPg1Qr9ExF8i9LO+ap/1+ofr71vRMvzT"
+    "eE3vfz+8K1jRxqV/c3t3J/p1K/65v7Oj3PDvBn+Hx6+rR/t1NUc8PvIEP0dM73miHajNxjKhpzZNysTHzhKxqVAh"
+    "9HizQSE+ntYI/RLKK6ynNlnwcF4m9NSmCx72Zwg9tQlTJMZbjRgnD6p81mVQ1s8phQQsJuB8ApYSsJyACwmoJGAl"
+    "AasJuJiAtQRM+sg8XnZdDo9fiOXXPfDf+w0z5376s/vrz+d/F3X4+JvwFy7J/VXCf4rwnyb8Zwn/S5eO2rKNvRpc"
+    "iLcNwi0Aqc1tDEhtbrtAanObCFKb21qQ2tyGg9TmtiGktg3/euZfH//zGft1cHMIv1XGq4xXOV5jvMZ4jeN1xuuM"
+    "1zneYLzBeIPjTcabjDc53mK8xXiL423G24y3I/5fngrxlg=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -133,6 +137,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 8
@@ -1360,6 +1376,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1374,6 +1432,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1440,7 +1546,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

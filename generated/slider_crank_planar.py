@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2f727487845b283c9b1632b2c97cc4b2dbd4499a7fcf3dd68a4db809d4338f35"
+BODY_HASH = "cb7cb3b2df9b48eb27cf145fe28a3054e127e54bbc0970e23ecd18501e000e24"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
@@ -46,32 +46,36 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 17
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 4
 
-# 1448 characters of compressed tables (grows with the number of elements).
+# 1504 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrFVz9z2zYUl2QpTlinyWfwdUjudDlRlPxn8OlYCUpoS6JEsq1c18dTbceVa1M+2fFZd1kzZ07WDPkMndx2au66"
-    "dejQpd+gXjq7IAFCxBMgyE7OxcAHvN/vPQAPwAN4dS8Vla2txS/t2qZvtZDjWSaWNdRdzC/2g9Ol0mJ+q5hf2d7O"
-    "U9IGRl0MvsDoCgZ1Y4y1zCZKYqtjyK7XXeS5Sa9j0LW+RZNQ1W65nmNaLW/CcUmnDNupWS3TQ5OMcsRABd9qc1Mp"
-    "Mn2H0xtM70yMBGubpuv6bdsV2zgCG91/ajabpt+pATs9DxlyAjd4PV9i+g6nN5g+ORA91rafWbiTqR0RSsNsCkjA"
-    "D4TZoBxB50V5FEqAISeIo1CEUVhieuFA5FEo8RRxFIo8CcIrMSyKgiGPAmTICSAKBtN3JHrhQORRAJSpe8GQRKEY"
-    "w6IolOBZNJi+I9ELzlVJeNoaqIkEiaLMw47d4GBjFcDfJKeznOetvc02l6aWI7RuO1UUrmzVbiTRAo8C3xw61XSa"
-    "ZXeaZVdsyXYiMF3mURiLJDrVVGKJ7CbynE28Y8KEHqb9BKcs4lRtVMec54eDHt1GBTENXxMcr0w3ECDSZVR1W7e6"
-    "qKYiechpcju/QPuM7glTtqQMFa5MhAK7pTECbAjSNh285fFwJra+blAGO/DCVRvDwnUjMLDUSwmM5AnAKE4QgPck"
-    "AUCxd7+G6uZXDX5tdTKsToHTkpl2aiKtg8yqZ9mtyScCibrrhe8HJ/zIDjFPEa5dkqJ2ovTRVfqQnO6vUcOuWt7k"
-    "W6xMAtflQ4SNtlO0pKm8umbJULu5G9ofH/aC3lAjYmfYC37UhoPdFPAK5XH/bHCKx6+Rih5WAtIOwtbJYX93b4gV"
-    "kUf/XCNyROXxD/2wF6wPv6Poi3UwFnBuKjxLZS41vXwqe9iG9neonFf0r/I/a1xU81Hhd6mkfyYpjcrPbhi/zDXj"
-    "PGscVeNMA7tYLlB5n8rPFePKAvu0xA9chwdUPgTzh/rrxjMnGV8s2fElxzI8jPQkavvD3ln/dOQTStzC1O8HuyMt"
-    "+hwMcLLivs8Hw5098k3NWDISmQVThUv/sUc2q+g/J2nnFP1kJAnw/+ovTtuy+PCp47LyaeXtl1njctOSlcQxJ0nF"
-    "dyTxnpek9LtAnwapC6YODejTILXB8S5Iztf9j7zyZuWT+/yI3uvr0U1+FH3XSRLyT/rnrDaKawdMdxDqAsoKKCeg"
-    "jCDCSQrzT85Zjel2tH38iNj3R7d9DlOSdc0oruSchC+7enIzzkeVDzIKOaeQWeH8Lyvan++O17T3LE88/u71r/8+"
-    "eqnMF0ZU/qiA9kXcfvsmLB8Ufr74GWr2a/3B5at/Kr9vb/w2v/ZXhfj5qYKVH7xf/r64bn6IdukTcmvi/Ziohdcs"
-    "2YVhlb5z/d34pctq+F2L69Frl8oRlRHyHz07AlA="
+    "eNrFVjFz2zYUlhQpTpikyW/wZWjudD1RlGxnyOlYEWqZSKJEMi1d18dT7cSV41A+2c1Zd107d27XDv0NndJ2au66"
+    "ZejQpf+gXjq3IAFCxBNA0E4uxcAHvu97Dw8PwANe3yglbWdn/UPH2g7tIXJ928TSQsF6fX0anW601us7zfrW7m6d"
+    "kh5h1MPgVxjdwqBuLLGhOUBZ7P4Scno9D/le1usS9OzP0CrUdYae75r20F9x3NIpw3Ete2j6aJXRThioEdojbipN"
+    "ph9zeoPp3ZVIsHZgel44cjyxjSuw0cOPzMHADMcWsNPrkCEncMHr9RbTjzm9wfTZQPRUO/rYxoPkDkQofXMgIAE/"
+    "EGZBuYLBm/IstABDThBnoQmzsMH0wkDkWWjxFHEWmjwJwlspLMqCIc8CZMgJIAsG048lemEg8iwASu5eMCRZaKaw"
+    "KAsteBYNph9L9IJz1RKetj4aIEGhaPOw6/Q52LgP4E+z09ms89b+9ogrU5sJ2nPcLopXtuv0s2iDR4FvDs01zbMM"
+    "8iwDsSXbicB0k0dhLrJorqnEEjkD5LvbeMfEBT0u+xlOW8TpOqiHOU+PZhO6jRpiGr4mOF6bbiBApMuoGrZnB8hS"
+    "kXzkDrid36BjJveEKVtShgpXJkGB3cYSATYEGZku3vI4nJWtrxuUwQ68cNWWsHDdCAws9VYGI3UCMJorBOA9SwBQ"
+    "6j20UM983OfXVidhjRuclsx0bIm0LjK7vu0MV58IJOueH78f3PgjO8Q8Rbh2WYraidJHoPQR5PpAnm09NvtJ7vM8"
+    "ZXlF/I0tq5C/mFfMX0F3xbwVc1bIV1AssqBYZEExZ2Jfn6C+07X91fd1mxyGgN/22Gi3RFuZyn8v2CrU7sol7Y+P"
+    "JtFkrhGxN59Ez7T5bL8EvEJ5PH0xO8Xxa6Sjx52I/Efx38nRdP/JHCsSj+GZRuSCyuMvp/EoWB9/F8kX62Au4NxU"
+    "eJXKWim/vS17+A/tr1K5phhf5b9oXlTzUeHXqLxOpUbljUvmr3LBPBfNoyrOMrBL5U0qb1H5niKuKrAvS/zAdbhN"
+    "5R0wf6i/aD5rkvhSyY4vOZbxYaQnUTuYT15MTxchoaR/mPrFbH+hJZ/DGS5W3PfpbL73hHxLBVtFIqtgqnDp3/TI"
+    "VhXj1yT/NcU4FUkB/L/GS8u2LD986TjvvF357lvRvFy2VSV5rElK8VVJvtckJf0a0JdB6YKlQwP6MihtMN6bkvN1"
+    "6w2vvKJ8cp8/p/f6w+Qmf558H5IiFJ5Mz1hvkfYOme4w1kWUFVFORBlRgpMSFp6csR7T7WkH+BFxEC7e9TksSda1"
+    "oriSaxK+7OqpFZyPqh5UFPKKQlaF8z/vaH/8cPxA+5HViXuff/vrP+9/rawXRtJed8D/y/T/++/i9krh5+7PUHNg"
+    "TWfn3/zd+X330W9rD/7sED8/dbDylf/LXy8vWh+SXfoBuTXxfsz04muW7MK4S9+54X760mU9/K7F/eS1S+WCygT5"
+    "DzUziEg="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -127,6 +131,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 2
@@ -1630,6 +1646,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1644,6 +1702,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1710,7 +1816,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

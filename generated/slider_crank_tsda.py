@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "bdbb8d04e75278f0f8dbff004b114c66b5932269e1558df83a92577de7b75a4b"
+BODY_HASH = "123269f134761de67263c74b56773bc8bd2418451012ed470cabe8e2eeacf71b"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -46,33 +46,36 @@ LINEAR_ALGEBRA = "dense"
 N_EULER_BODIES = 0  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 21
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 3
 
-# 1524 characters of compressed tables (grows with the number of elements).
+# 1580 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrNV8+P20QUTtKkXdzSQumhN0RQbylK4uyvA9o1yWRxm8SJ7bZZVisr7LbbbLdOlN1WDXck/gOqHhASd8SRW1v1"
-    "wBXUA1cQRy5InBAHGM+MHc/zTCZZdiV88Jt53/fejN+8eTN++kaKPFtb+Y+s2qZntpDtmgaWNdTNF/J9/2ipki9s"
-    "lQsr29sFRrqJUQeDjzC6gsGSPsFaRhPFsdUJZNXrDnKduNcJ6JifoCRUtVqOaxtmy0041kuMYdk1s2W4KMGoLBIG"
-    "Knpmm/uUcqTvcHo90tuJmWBt03Acr205YhtbYFPyNoxm0/A6NWBXKkCGnMBNvlSoRPoOp9cjfXwipVDb/tjEg0wd"
-    "iFIaRlNAAn4gHE3KFgxelkehAhhygjgKZRiFpUgvnIg8ChWeIo5CmSdBeCWERVHQvbplV5EoCquAISeAKCxHemEu"
-    "6MIo6MLpVeAm0SN9R6IXJHxFuA0aqIkEO3iRh22rwW/wVQDfiQdlucBbu5ttrn7Q0EQhr1qNOLrKo8A3h041nWbZ"
-    "hZZFDgSWFIw2CjBd4lFgy6FTTSWWyGoi197EeRdU2qAeqzhVC9Ux597BoMfSqCym4frN8ZZYAgEiW0bVsHWzi2oq"
-    "kovsJrd/wqQlBVwQoiKPCleGoMLQEkQY17Zh45TH00mkfmmZZsqkHgldT2CxfwIDS7YQ8TIGGEkC8B4nACj07tVQ"
-    "3bjV4Ne2TGtJp8ivOFXWRFobGVXXtFqJAJVpfBw3ONjt4JXcFEUBRbh2cYraidJHV+lDsrtvo4ZVNd3kJWmRVqsu"
-    "HyJstJ1iT5rJf+Z8MszuzDHthwc9vzfSqNgZ9fwH2miwmwJeoRz2Hw+O8Pw12igFDZ/2fdwjfrwnGpVjJof3+4Fv"
-    "rA/eY/LGOhgB+EUqPMtkLjX9OSl72If2Z5k8pxhf5X/WuKi+R4UvMMl+FFIak+ePGb/MnHGeNY6qeaaPOV/ZOCfl"
-    "5wKTbzJ5kclLTL7F5NtMXlaMk5XkwTtMXgHzhfp5vysrGTeUUdGgxSAoAdrhcNT397S9Ue9x/2jsUUrYw9RPB7tj"
-    "jbz2B7hEsve9wWjnbvydmvHJSGQW8FT9eUtGVhG64+rPKMaDdrkTGve05iNbn5ykL4t/RjKf0/YfHpay/EgLeX+s"
-    "na78/zyq+GVn3G+zPlnJOuQkR8FZyXqdkxzJC0CfBkcPLL0a0KfB0QTnewHo0+CIgHl6UfJ9l/7jFWdWPr2/PWT3"
-    "uBvk5vaQvG/Qou8d9p9ErXHY2o90+4HOZyyfcXzG8AlOjwxCiZoT7f5EO+E+CBs7YeOgqO3h++WeNz7tkpCSpEhG"
-    "cTvLSfhZxfwyiltqWjF/1feIv29h/fzP3ww/1L5kJSe/vvHrZ1e+3fgpUYJ08rx6DvprfP81wF8D/E/e7xev1mnD"
-    "XKf4bxH+7ue/d77/6v0XcLyr12vu3+/9tfbsh/S1777+ca3C9HcPr6/YL395Pm+pIQn8Ab3A4FSNtXD6s/8cbzf8"
-    "04la+L8Gt8nfDpNjJgnyL63bAGc="
+    "eNrNV82P20QUT9KkXbyl5aMHboggbilK4uzXAe2aeLK4JHFiu8XLamWlu+2S7daJskvVcEfiP0DigJC4I47cCuqB"
+    "K6gHriCOXJA4IQ4w9owdz/NMxll2pfrgN36/33vz/Ob5zfh4ORdeu7vld019xzO6yHIMDUsdueVKeeifrjbKld16"
+    "ZX1vr0JJ72PUxuDHGF3HYE2dYV2tg5LYxgwyWy0bOXbS6wy0jQ9RGmqaXduxNKPrpByrNcowLd3oag5KMRorIQNV"
+    "PaPHvEo91vcZvRrrrVQkWNvRbNvrmTbfxuLY1LxtrdPRvL4O7GoVyBATmOBrlUas7zN6NdYnA6lF2t57Bp5k7kSE"
+    "0tY6HBLwA+E4KIszeV2chQZgiAn8LNRhFlZjPTcQcRYaLIWfhTpLgvB6BPOyoHot02oiXhY2AENMAFlYi/XcWlC5"
+    "WVC54TXgR6LG+r5Azyn4BvczaKMO4nzBKyxsmW32A98A8AfJpKxVWGtnp8f0D5KaOOVNs51EN1gU+GbQuabzLF1o"
+    "WWVAYEnA+EMBpqssCmwZdK6pwBKZHeRYO7jugk4b9GMZp2miFubcPx4NaBnV+TTcvxneKi0gQKTLKJu2ZbhIl5Ec"
+    "ZHWY7ycq2rCBc1JUZVHuyoQoN7Uhws1rT7NwyeNwUqVfWyOVMutHXNczmO8/hIElXYhkGwOMNAF4TxIAFHn3dNTS"
+    "brfZta2TXtKvsitOlDpPayGt6RhmN5WgOsmP7QQbuxXc0h9FlUPhrl2SInci9eFKfbhzfSDb0G9r7TD38zwleVn8"
+    "9XU9k7+Al81fRnfZvGVzlsmXmy0yN1tkbjZnfF93UNtsGk764LtCdiCXLXtstJejV57Kfxe8CtTu0hntx8cDfzBR"
+    "iNifDPwHymR0kANeoRwPH41OcfwKGdSCgU+effwU+vEeK0ROqRx/NAx8Y31wn4Z3rIMZgG8kw4tUlnLzr/Oyh8/Q"
+    "/jKVVyTzy/xnzYvsfWT4EpUvUKlQuXzG/BUWzHPWPMrizJ8xXtE85+XnKpUvUnmNyutUvkTly1S+IpmnKKiDV6m8"
+    "AeKF+kXfqyiYN5Jx0yDNIGgBysl4MvQPlcPJ4NHwdOoRSvSEqXdHB1MlvB2NcIuk9/ujyf695D2X8SoIZBHwZM+L"
+    "toyiJHVn1V+SzAftSuc070XFI1qfkuBZlP+CIJ6L9h9tlqL6yHN5f25erHx+Lln+ihm/t6xXUbAOJcFWcFmwXlcE"
+    "W/IS0OfB1gNbrwL0ebA1wXivAn0ebBGwTq8J3u/6/zziZOWT89tDeo67FZ7cHob3W6TpeyfDx/FoGo2OYt1RoPMp"
+    "y6ccnzL8ECdbRkiJhzPt0Uw74z6IBvvR4LiqHOLz5aE3veiWkBOUSEFyOisJ+EVJfAXJKTUviV/2Pvz3W9pa/uXr"
+    "8TvK57TllLe2f/vkxjfbP6dakBpeT5+A5032+RnAnwH8L9bvZ0+3yMDYIvjvMf76p3/0v/vyze/hfK/d1J1/3vh7"
+    "84sf8299+9VPmw2qv3dyc9364dcni7aasIDfJgcYXKqJES5/+p/jHUR/OvEI/9fgcfi3Q+WUyhD5DwAqhl8="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -128,6 +131,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 2
@@ -1787,6 +1802,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -1801,6 +1858,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -1867,7 +1972,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual, state_residual_blocks, N_COORDINATES, N_CONSTRAINTS, N_STATES, N_PARAMETERS, IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "920c9fc607dc2434bc5e7b20fde2e83d5f50df576b111ce0da5e34b6417dff64"
+BODY_HASH = "b6a95802030efd2645001f49715a719f6c61f8beb880850a9729f3f2c29015ea"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -47,51 +47,55 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 66
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 6
 
-# 3144 characters of compressed tables (grows with the number of elements).
+# 3204 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnF1wG1cVx+U4jl05ifMFpdA2rZOGQtVUu5Jsp7QRqr1O5VqWLamNXSeobm1FVhM7sd1gqUDhgRce6Fs7ZBgY"
-    "Bp7LUDo08NDQgYE2M8zwwMcjheENGJjCAwMPsB//u7v37K7vRh+W5GhnrN+995x77te5d3fvtfSL/oB+zc8PPpEe"
-    "m8snp5RMLplQOabMDoYGl1c2hqKDoflIaOT8+RCUnlKlWVX4kiodUYVyxJJNJVKKXSYNWbL0+HhWyWXtZi1hNvms"
-    "4hSNpqeyuUwiOZVzWJaHYlBJZ8aSU4mc4ix8WNZVlHB+PJ0ZVfIzY/npNFdKCBW0VLbQOJNIpRJuRqJMIzntkT7D"
-    "pQ+b6RlHk9XUVCKbzSe2rIqu4hCfYuLpJ5NqdjcTUV5lMpESK3mKMy7Vl7y6SQrJYabC9ZMUkmKmYIYTDJvp9pIk"
-    "lurVTHtR3u2UzP6UXBuqWjHblHEpX96ipVGmQlo6ZKbzDZWsDK4lbdHSKK/j3tKIzGs55GEmd2tpxLulzLCp4tAY"
-    "YQp00M2cHn0Rce2LyBZ9YVVmq74YivJaDitmjd36Iir276ijqSOmwNW/o64tjfrw76gv/456+bcpd2tpzGM5i3ks"
-    "ZzHX5SzmukpMKinFZVGXwhInz6QnOXlsiIjPcg0Kh2ROnpubVngFXWzeDEbTk3ZxdIQXE/O8eOvMW+adpXnDnJBk"
-    "NYSm05GsUniElzv6hJPT7LyQ5IVQSaeUXGZO9R7tPqzdrUU6o2llXNUpXFxdMLSwSDnU1Ls7pzcSirgpYjxFxY4n"
-    "Z5UxkVJOyaTsjZSjKNO867oPrCl2H1ldTHLGhi0RyQXRdCKjzgC1So6ZcAozwVoCPAbeUvAYeUOB5pZP2YTG6kFd"
-    "I+zQoP5h16ClswLyY8p44ulJfpyHjHk8E+a9xGjyzJhrckZJjOaS6SlnVxntzOa0Z8CM9uGcJmEXFdd5ZlcRGxHa"
-    "mBXa8JjvzyiT6dFkzvlELeP2OMt3kprrfADX/3B1Ib4L7CZyeu0m8h7E94C9gvx9RH4H4kGwX5B//fLCxvLCxSDh"
-    "C2sLKy8G11YXg+sXlxeX1gKkOvtJnFLPr3aQZkKDYUUL6ZL82tJVPiLZI7I9ErFHombEsGtFJHtE1gvOW6XaYhIX"
-    "4zUjrKb5DdXWulVzxCUSl0mc5o+eN+q0ibqVwQq4FGYBiQVkFojoFdvUP8v6Z0X/VPPokAzIBiKs4E0WKLNAhQXU"
-    "nCwkmSHZDEXYIHv5MPNVLx9lvujlg3vBfcSJBsAD4EHwEHgYPAJ+BPwoeCf4MfAu8OPgJ8C7wXvAe8Gj4H3g/eAg"
-    "eAw8Dj4AngA/CT4Ifgr8NPgQGAIfBk+CjwT4q9P/O7P/291+vfzHq54d/++sP7dz/4dBCZRBdmOOgjFwCBwGR7Z5"
-    "nekhcjqOd5F+fIi043FwHExvc/3p1er+2az6VTse3W3Sr81e99p1XQzskHXzVvthu/2lb4f0c6s/X4jmiaj/Rf3b"
-    "bs8Rp8BHwc+Aj5H792kwDn6WjHO97CXAJ8BRcAxUyPPEGfBJMAlOgE+Bk2AKnCLPI9PgDJgBs2AOfBp8BjxbJ79v"
-    "9Hzf7uf3/o5fdN53Wmidapb/tKvfzoJz4LPgPHgOZIcjnwPz4HPgAvg8OzQAF8ElsEDWy2aVfwEsgstgCXyxRf29"
-    "2nV6oE36W9RvonVANN9E88lvPS+Cl8AVcBW8DF4B2anbOrgBvgReBT8PboJlsAK+DH4B/CL4JfAV8MvkOSQgWC93"
-    "C+R9Anm77Dd6cY8H6eGpdX5pHVHaTh25I8PghbWFq8sb5bxhhMW0HCxsqD+/ulgOWh+l1eWVDZfPwuraC0v2T9rp"
-    "XR6D0EUGo4d0ejfp7N2kc3s8Nv1Fca/Lr5NQ+t2kapRc5JSNloucu9HybgF3C9gj4B4BgwL2C7hXwH0CHhTwkICH"
-    "BRQtUh3/7/h/x/+r90+/49us+dXo+dns/LWOT7vnb3W53+c20fOmF5u9fvYK2Fcj76iRwRrZXyP31sh9NXJ/jRwQ"
-    "8ICAjb6/1bp+1No/7B+FRfN6F9Hn/6nrH/H2ZvteovVStB7W+9rr4Uf7SPou4oddRD7g4YcHPPzyIIkHyGEJ3fe4"
-    "2+N+dA/pzwA5XOkmdo6SdGbnPjIO7LqfpDM7gySd2TnmsWl3nKQzOw+QdGbnhMe4P0zSu8jm9h5i5xFyfwyQze9e"
-    "Ykci6bvI5njn/bXz/no7v79Wu0neaHm1m/CNlle7yb9d70ldLfp+03eL7xWNnneicWzWfDROcC7hJGdik321a6LM"
-    "vtw1UTG+qHVJ/9Q0dJaNL3FpUhz4XGIBTYcFy+b3tjRN8+Qov768ycXKXIzTLHGaJU6zZNcscjaLnM0iZ7PAaRY4"
-    "zQKnWeRKL3KlF63StdMvy6YeK3MxTrPEaZY4zVLFdpamG+WiZT7KK5d45RKvzFsu8paLvOUib7nIWy7ylrV+sB/6"
-    "6bUmCWWaQLOUaJYSzUJLKdJSirSUIi2lQLMUaJYCzVKkFSvSijmaX6BZCjRLQc1yIb+p/pXVv0pnU7ezqdvZ1O1s"
-    "6nY2dTubuu24qdvo+1fAZzldPvW266XTb717ffaT3/b1+bTntx/8vgz7bcd+n+Putx0DPu35bYffl+xm3zer3Rxo"
-    "1KZCqz8n7vTnsNs9f6tv7u7055yDNfJQjTxcI4/UyGa/Z/j1c7/+3irvH/V+H6n3+0m953G953W953m7vd/Ue70R"
-    "rSN/uPK1r//5w+/H3371xIOvXu+Kf3Dll3f+fO0Hp1n83ZvfUX70z1/FA/+d+N3r878+/dyH1948+f65OGM0ol1/"
-    "jz/21ntX3/n2ow6y9eTaN7Trx/Hr9371LzPX3zHTXz7yxpk/Vr53g199RP/8QeXe+rBvyvXqRn52g+ohvcp/OrnV"
-    "+jbKbvX1OKoNy7eO/ZTF/zqjjdS7ZLy885+LL6/88NpP4sHff/fy48G3ke+N+H9+86+3/j33t/hrp/d/UFHejB8P"
-    "HTrb+5X34vMD37z5/p9+e8PIdzNe335rncs8gjlpfK3IPD5xxPmvJtGoyxeWkIbfOcwvsl86NEMVM7QUtoKSFZSt"
-    "YCRvFLcJlsEKqFswfv2QBWQW0PKy30C0gmUrWLGCuh3ztxBtYdkWVg3+H/9cwSg="
+    "eNrtnFtwG9UZgOU4jo0Sx7m1lBYIOCGlRQTtamU7XKIKax1kLMu6hMg4qTDYylokdmKb1BKXtg996QO80WmGgWHg"
+    "GYaQgcADgaEzhcx0pg+FPgKdvhWmHcoDAw/tXv6zu+ffXZ0TXSzJ0c5Y3znn/89/bv85u3uOpfP9Pv2amRm8Pxmb"
+    "zscn5XQ2HlUZk3ODgcGFxdUhaTAwEwqMnDgRAKUHVWlGFT6hSkdUoRiyZJPRhGyXCUOWLDk2lpGzGbtZS5iJPyw7"
+    "RaPJyUw2HY1PZh2WxaEwqCTTsfhkNCs7Cx8WdRU5mB9LpkflfCqWn0pSpQSggpZKBY0j0UQi6mZEIhrxKY/0FJU+"
+    "bKanHU1WUxPRTCYfrVgVXcUhPkTEUw/E1exuJiRaZSKaYCt5itMu1Re8ukkIiEGiQvWTEBDCpiBFCYbNdHtJAkn1"
+    "aqa9KO92CmZ/Cq4NVa2YbUq7lC9WaKlEVFBLh8x0uqGClcG1pAotlWgd95aGRFrLIQ8SuVtLQ94tJYZNFYfGCFHA"
+    "g27m9OiLkGtfhCr0hVWZSn0xJNFaDitmjd36QmL7t+Ro6ogpcPVvybWlEod/S1z+LXn5tyl3a2nYYzkLeyxnYdfl"
+    "LOy6SkzICdllUReCAiVPJycoeXgIiY9RDQoGREqenZ6SaQVdbN4MRpMTdrE0QouReVpcOXPFvDmcN0gJUVZDaDod"
+    "yioER2i5o08oOc5OC1FeEMrJhJxNT6veo92Htbs1S2c0KY+pOoVTS7OGFixSDjX17k7pjQRCboownqxix+I5OcZS"
+    "ysrphL2RogRlmndd94E1xe4jq4tRzvCwJUK5QDQVTaszQK2SYyYcgplgLQEeA28peIy8oYBzi4dsQmP1wK4RdGhg"
+    "/7Br4NJJAfmYPBY9OkGP85Axj1NB2kuMJqdirslpOTqajScnnV1ltDOT1Z4B09qHc5oEXVRc55ldhW2EaSPHtJGr"
+    "aEPOxGNHoxN6/1eyZNfjsZeKxbjsaXp89jjN8VnjM8ZlK8dXsxxfzXJ8xtxtPSRPJEfjWedbkgiPPDna8dVcJ3xw"
+    "/Q+uLohvAnYjOb42I3kPxLcAexn5+5D8Ooj7gVsZ+VfOzK4uzJ7yIz62PLv4uH95ac6/cmphbn7Zh6qzHcUx9fxq"
+    "B2kmNBhWtJAuyS/Pn6Mjgj0i2iMhe0QyI4ZdKyLYI6JecN4q1RYTqBitGSI1za+qtlasmkNcQHERxXF+6YRRpzWo"
+    "WwlYBs4HSUAgAZEEQnrF1vTPkv5Z1j/VPDoEA6KBECl4jQRKJFAmATUnCQlmSDRDITLIXj5MfNXLR4kvevngNmA/"
+    "cqIB4A7gTuAu4G7gHuAPgD8EXg/8EfAG4I+BPwHeCLwJeDNwL/AW4K3AQeA+4H7gbcADwJ8Cbwf+DPhz4B3AAPBO"
+    "4EHgXT766vT/xuz/drdfL//xqmfH/zvrz7Xc/0GgABSB5MYsAcPAIeAwcGSd15keJMfjeAPqxztQO+4DjgGT61x/"
+    "fLW6fzarftWOR3eb9Guz1712XRd9G2TdvNp+WG9/6dsg/dzqzxesecLqf1b/tttzxCHg3cB7gPei+/dhYAT4CzTO"
+    "9bIXBd4PHAXGgDJ6njgCfAAYB44DHwROABPASfQ8MgVMAdPADDALPAp8CHisTn7f6Pm+3s/vWzt+0XnfaaF1qln+"
+    "065+mwNOAx8GzgCPA8nhyC+BeeAjwFngo+TQADgHnAcW0HrZrPJPAhXgArAIfLxF/b3adXqgTfqb1W+sdYA131jz"
+    "ibeep4CngYvAJeAZ4FkgOXVbAa4CnwCeA/4KuAYsAcvAJ4FPAZ8GPgP8NfA36DnEx1gvNzPkfQx5u+w3enGLB/Hh"
+    "qXV+aR1R2k4dqSND/8nl2XMLq6W8YYTEtBwkbKg/ujRX8lsfxaWFxVWXz8LS8mPz9k/c6V0eg9CFBqMHdXo36uzN"
+    "qHN7PDb9WXGvi9dJMHk3qRolZzllo+Us5260vJvBzQz2MLiFQT+DWxncxmA/gzsZ3MXgbgZZi1TH/zv+3/H/6v2T"
+    "d3ybNb8aPT+bnb/W8Wn3/K0u531uYz1verHZ62cvg3018roa6a+RW2vkthrZXyO318gBBncw2Oj7W63rR639Q/5R"
+    "mDWvNyF9+p+6/hNpb7bvxVovWethva9tHn7Uj9I3IT/sQvIBDz/c4eGXO1Hchw5L8L7HjR73o5tQf/rQ4Uo3srMX"
+    "pRM7t6BxINetKJ3YGUTpxM4+j027/Sid2LkNpRM7BzzG/U6U3oU2t7cgO3eh+6MPbX73IjsCSt+ENsc776+d99dr"
+    "+f212k3yRsur3YRvtLzaTf71ek/qatH3m76rfK9o9LxjjWOz5qNxgnMaTnLG18hXu8ZL5Mtd42Xji1qn9U9NQ2fJ"
+    "+BKXJoUDn9MkoOmQYMn83pamaZ4c5VcW1qhYiYpRmkVKs0hpFu2aCmVToWwqlM0CpVmgNAuUpkKVrlClK1bp2umX"
+    "ZVOPlagYpVmkNIuUZrFsO0vTjVLREh2llYu0cpFWpi0rtGWFtqzQlhXaskJb1vrBfuin1xollHACzlLEWYo4Cy5F"
+    "waUouBQFl1LAWQo4SwFnUXDFFFwxR/MLOEsBZymoWU7m19S/kvpX7mzqdjZ1O5u6nU3dzqZuZ1O3HTd1G33/8nGW"
+    "08Wpt14vnbz17uXsJ9729XHa4+0H3pdh3nZs5xx33nYMcNrjbQfvS3az75vVbg40alOh1Z8TN/pz2LWev9U3dzf6"
+    "c87OGrmrRu6ukXtqZLPfM3j9nNffW+X9o97vI/V+P6n3PK73vK73PG+395t6rzesdeSzs79/9p9fvx55+7kDtz93"
+    "qSvy+dk/X/+n5TcOk/gHV16W3/rvXyK+78c//cPMXw8/8vX5Cwc/Ph4hlELa9e/IvRc/OvfeS3c7SNaT83/Urnci"
+    "l27+3b9Sl94z05/c89qRL8qvXqZXH9Y/f2C5tz7YN+V6dUMfXsZ6kF7lP51cbX0bZbf6euzVhuXFfe+T+JcpbaQ+"
+    "QOPlnf94ZGHxzfPvRvx/f+XMff63Id9rke/+9s3Fb6e/ijx/ePvnZflCZH9g17He334UmRl44crH//jkspHvSqS+"
+    "/dY6l3kEc9D4WpF5fOKI019NwlGXLyxBGvzOYX6O/NKhGSqbofmgFRSsoGgFQ3mjuDVgCVgG6haMXz8kAZEEtLzk"
+    "NxCtYMkKlq2gbsf8LURbWLSFVYP/B5BZRy8="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -147,6 +151,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 3
@@ -9933,6 +9949,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -9947,6 +10005,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -10013,7 +10119,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

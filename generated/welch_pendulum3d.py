@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1794b5122d5d0dba"
-ABI_HASH = "5bb8c45a5763248b"
+COMPILER_HASH = "fbd4a44456e09104"
+ABI_HASH = "4b50aeddd34dd613"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5872bc7fb380ccf37a54018d8d35ccbce5910c25e6d2115c1c2a85b118835db0"
+BODY_HASH = "4a229db268e2a1bd90be1f1e89b97b3f27a7399157b065b0320327310cb7d016"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -46,44 +46,48 @@ LINEAR_ALGEBRA = "sparse"
 N_EULER_BODIES = 3  # spatial bodies with Euler parameters (Welch Eq. 43)
 HAS_POTENTIAL = True  # False: the model gave no potential energy V
 REACTION_COLUMNS = ("Fx", "Fy", "Fz", "Tx", "Ty", "Tz", "Fx_body", "Fy_body", "Fz_body", "Tx_body", "Ty_body", "Tz_body", )
-# User differential states X (Negrut et al. 2007, Eq. 8a, explicit Ẋ = f): the kernels
-# read them from the tail of the parameter vector, p = [parameters; X].
+# User differential states X (Negrut et al. 2007, Eq. 8a): the kernels read them from
+# the tail of the parameter vector, p = [parameters; X].
 N_PARAMETERS = 42
 N_STATES = 0
 STATE_NAMES = ()
+# True: some state is implicit, d(Ẋ, X, q, q̇, q̈, λ, t) = 0; the index-3 loop uses the
+# state_residual* kernels (False: every state is explicit, Ẋ = f, state_rate*)
+IMPLICIT_STATES = False
 N_REACTIONS = 5
 
-# 2532 characters of compressed tables (grows with the number of elements).
+# 2596 characters of compressed tables (grows with the number of elements).
 _DATA = rt.tables.decode(
-    "eNrtnNtXE0cYwBMBhQgIgrXeaktvWlOb3VlCaGslJhsN5gJJVBDpFgWEVMGj2EPy5Dntex/6D/Qc/5ByTs/pv+Cr"
-    "j330oX1ul+w3uztfdjJrLiTC7sP+dua7zO2b2d3ZwKuAr3IsLIxdy8bntWRGzRWSUZ1xdW4sOLa+sRVWxoILJBhZ"
-    "XAyC0k1dmteFz3VpRBfKxJJlomnVLpMmLFk2kcirhbzdrSXMJ++q1aJYNpMv5KLJTKHa86QCKtlcPJmJFlSHwicr"
-    "KmpIS2RzMVWbjWszWaaUoBRGKjU0rkfT6aiTE4VqJGc4+bNM/oSZn6tqsp6bjubzWrRmVSoqVWKzuTM3krq5kwuF"
-    "VUlF02IlrjjnUH2J101SUJKpCtNPUjBs5s8y+RNmvr0giebyWmkvid9MyexOybGdunycynMO5cv8hsoKVXFuqIwb"
-    "KlkGjiXxW2oVVaulRGa1quQhKndqKeG3VAkhFW4nE9wXtHcJrzOIY2eQGp1h1aZWZ4QVVqvKi1ljp85QOJNc4Uxy"
-    "xXGSK45zJ6WmVYelbjLMiHPZFCMeDyHxHXt7JoMyIy7MzzALrbFmmOtjLJuyS5UIK0bOWXFt45q2c9g2xAiRqSE0"
-    "gxKZRiKsGBmzYmwM4UqlyJZK1WxaLeTm9dDZvTXt3sBsSo46saya0HVWH20ugauIs5p+w2P0wkHipAjDKSo2kZxT"
-    "4yKlgppLM62MQJnmjch5YE2x88hWxMhyfMISISsQzURzevjrVaqaBuNho1bW/HceeEvuPPKGHI97yO7cWDiw+1CV"
-    "Bi7AroFDhxagxdVE9FaKHWXFmKSzISZXNtac2bhjdk6NxgrJbKZ6vTCqkS/sPhTldk/Vk8RJxXGW2VXEToQ+5oQ+"
-    "OLP9tprKxpKF6kdMGbpjju0k3WrRB8d/cPghfQjYheT46EbyHkgfBh4R2PcieR+k4anbd1Rg/+zJ0tb60qMA4qP1"
-    "jR+lwO5ZrpyJD9VnEKUxKw70HjJ80Auye/Hw6ebzjWXN1GDSEkrLhqGkMX5oUmKToCxrZln2pMQmkTJhk8qi4Xgb"
-    "CigBy8CVEL2Q6IVMLwh42gaWgGUg2MrUVqa2MrUlYEvAloAtobaE2hJqq1+Yg8QLQhpsvCCjwcQLon7gAAqCY8Ah"
-    "4DDwOHAEOAo8AXwPeBL4PvAU8DTwDPAs8BzwA+B54IfAj4BjwI+BnwA/BX4G/Bx4AXgR+AXwEjAI/BJ4GfiVjz28"
-    "/t+f/f+u+29W/PDq6cW/t/4c5P4PASWgDKQ3ZgU4DgwDJ4CRPV5nepAcj+Mp1I+XUDuuABPA7B7XHx+tjs+39V9v"
-    "P3TtUXvavV60az3x7ZP1ptPH+7B3X92T+6qof0X9J+qfg3b/9TfZ3yTwa+A3wG/RffQ74FXgFDAKvAaMAeNAFd2H"
-    "rwNvAJPAaeBNYAqYBmbQfXwGOAvMAfPAAvAW8DbwTofMm3atO3v9PN3nxWtT4tV7fznY8XNQ434OOA+8C1wA3gPS"
-    "rx3fAzXgD8Al4H3gA+AycAW4iu4DPkEcdwvkvQL5u7IvMshhD4dVX2mYbyf2TyP2bxu60tJP61sl0LKnZCZF7m8u"
-    "lwLWqbi5vrHFnFc3nz5YsZ9xT/s5Pe9HI9DFeQPuQy0eRCMqSvMOUSRgun1jb5VcFHGtlosit9XyLgG7BewR8LCA"
-    "AQGPCtgv4ICAwwIeF3BEwFEBvfj34t+L//rj0+34dur8ard9o/170O3dPg+Jntt4bPf6JOKRBtnbIPsaZKBBHm2Q"
-    "/Q1yoEG2e/60u/3053qiecv+EuPN1c5i5xyi9QmvP40e/ZxxG0D5h9B7rB/Jj3HGfYgTB8OOcWHFOX4fH+Gs76Oc"
-    "HZsTKN+Pdka7kJ+TqJ99aOe0G/k5hfIPoZ1VPD5nUL4f7bz2ID/nvPcb7/3Ge7+pe4e01fJ6d2BbLa93h7fVctE4"
-    "tmt+icaxXfNONI7tmo/G1v1j2MKf3qZ/hjBdon+IMF2mf07wGEi1ZFNLNrUIaBFTi5hapKJl/3KgPVvfxhklnIFN"
-    "itikiE2KZfsniUohbLqE0ki/iPSLSL9Ytn/mMP1b6RJKI/0i0i8ifeR/DflfQ/7XkP9VpL+K9FeR/hqqzxqqz5pe"
-    "n4ea3uua3tFa2dui8raovC0qb4vK26JqzxZNq9dfn8ty/C713D7iuy33iMt2uq1fr0t/btvh9tXBbTsGXY6b23Yc"
-    "c+nPbTuG3pF1v9OfK7z79v627/Stp/1+3xxukMcb5EiDHG2Q7X7udRvnbuO9Wc/DzX4+bvbzcrOfn5v9PN3sdaLT"
-    "1o3K8SI/9ee/F+79eu20yd+fXAm8erljfHJ88TPkF00a8qEpozG/Vfh37y8MfcsXp3xvdbzmfOJ8/YdzPu+T6BuO"
-    "/j8uP6ViOU9/dGcncN73142zOzRdu/5v/Ql3pz674TrtOu+w731ervpBNieH+aE2J4fAf6bRlun/pjGvyubVSsi6"
-    "lKxL2bokcCmbnmTTk2x6ki1PsuVJtjzJlidieiKmJ2J6IpYnYnkilidS8fQ/cPs31g=="
+    "eNrtnF1XE0cYgBMBhQgIgrV+1ZZ+aU1tdmcJoa2VSBYNJgSSqEGkWxQQUgWPYg/hynPa+170D/QcL/sjyjk9p3+h"
+    "t1720ov2ul2y7+zuvNnJjCQhEXYv9tmZ92O+3pndnQ381h0oH3NzQ9cyiVkjOaVn88m4yYReGAoPra5tRLWh8BwJ"
+    "x+bnw6B005TmTOFzUxozhSpxZFPxtO6WKSOOLDMxkdPzObdbR5hL3tUrReOZqVw+G09O5Ss9j2qgkskmklPxvO5R"
+    "+GhZRY8YE5nsuG7MJIzpDFNKWIkilSoa1+PpdNzLiUY1ktOc/Bkmf8TOz1Y02cxNx3M5I161KmWVCrHd3OkbSdPc"
+    "y4XGqqTiabESV5z1qL7C6yYlrKhUheknJRy182eY/BE7312QQnN5rXSXxG+mYnen4tlOUz5M5VmP8lV+Q1WNqng3"
+    "VMUNVRwDz5L4LXWKqtZSorJaFfIIlXu1lPBbqkWQCreTCe4L2ruE1xnEszNIlc5walOtM6Iaq1Xhxa6xV2donEmu"
+    "cSa55jnJNc+5k9LTusdSNxplxNlMihEPR5D4jrs9o2GVEednp5mF1loz7PVxPJNyS7UYK0bOWXF146q2BWwbYYTI"
+    "1BLaQYlMYzFWjIxZMTaGcKVSZEuleiat57OzZujs3Jp2bmAuJU+d8Yw+YeosP1pfAFcxbzXzhsfoRcPESxGGU1Ts"
+    "RLKgJ0RKeT2bZloZgzLtG5H3wNpi75Eti5Hl8IgjQlYgmo5nzfA3q1QxDYajVq2c+e898I7ce+QtOR73iNu5tXBg"
+    "95EKDVyAWwOHDi3ASOgT8VspdpQ1a5LORJhc1VpzZhKe2Vk9Pp5PZqYq1wurGrn8zkNRdudUOUm8VDxnmVtF7ETo"
+    "oyD0UajqQ88lE7fiqXL/V/Pk1pPxN5NISPnb0ZPzJ+lOzpucMylfBbmaFeRqVpBz5u3rtp7KjCfzla8NKoR4gQ18"
+    "02o+AMd/cAQhfQjYhuT4aEfyDkgfBh4R2HcieRekQ8CjAvtnTxY2VhcehRAfra59r4R2zmr5TAKoPr0ojVl2YPaQ"
+    "5YNekJ2Lh0/Xn68tGrYGk1ZQWrUMFYPxQ5MKmwRl1bDLcicVNomUCZvU5i3Hm1BACbgFXIrQC4VeqPSCgKdNYAm4"
+    "BQRbldqq1FaltgRsCdgSsCXUllBbQm3NC3uQeEFIg40XZDSYeEEEr+eBHhQEx4B9wH7gceAAcBB4AvgO8CTwXeAp"
+    "4GngGeBZ4Dnge8DzwPeBHwCHgB8CPwJ+DPwE+CnwAvAi8DPgJWAY+DnwMvCLAHv4/b8/+/9t91+v+OHV049/f/05"
+    "yP0fASpAFUhvzBpwGBgFjgBje7zOdCA5HsdTqB8voXZcAU4AM3tcf3w0Oj7f1P9u+6Ftj9rT7PWiWetJYJ+sN60+"
+    "3of9++qe3FdF/SvqP1H/HLT7b7DO/kaBXwK/An6N7qPfAK8Cx4Bx4DXgODAB1NF9+DrwBjAJnATeBKaAaeAUuo9P"
+    "A2eAWWAOmAfeAt4G3mmRedOsdWevn6e7/HitS7z67y8HO34OatwXgLPAu8A54D0g/drxLdAAfgdcAN4HPgAuApeA"
+    "y+g+EBDEcbtA3imQvy37Ir0cdnBY8ZWG+Xbi/jTi/rZhKi38sLpRAi13SmVS5P76YinknIrrq2sbzHl5/emDJfcZ"
+    "93SQ0/NBNAJtnDfgLtTiXjSiojTvEEUCpuwbe6PkoohrtFwUuY2WtwnYLmCHgIcFDAl4VMBuAXsE7BfwuIADAg4K"
+    "6Me/H/9+/O8+PmXHt1XnV7Pta+3fg24v+zwkem7jsdnrk4hHamRnjeyqkaEaebRGdtfInhrZ7PnT7PbTn+uJ5i37"
+    "S4zXV1uLrXOI1ie8/tR6dHPGrQflH0LvsUEkP8YZ9z5OHPR7xoUT5/h9fICzvg9ydmxOoPwg2hltQ35Oon4OoJ3T"
+    "duTnFMo/hHZW8ficQflBtPPagfyc899v/Pcb//1m1zukjZbvdge20fLd7vA2Wi4ax2bNL9E4NmveicaxWfPR2rp/"
+    "DFv4k5v0zxAmS/QPESa36J8TPAZSLdXWUm0tAlrE1iK2Filrub8cGM9WN3FGCWdgkyI2KWKT4pb7k0S5EDZdQmmk"
+    "X0T6RaRf3HJ/5rD9O+kSSiP9ItIvIn3kfwX5X0H+V5D/ZaS/jPSXkf4Kqs8Kqs+KWZ+HhtnrhtnRxpa/ReVvUflb"
+    "VP4Wlb9F1ZwtmkavvwHJcoKSerKP+LLlHpFsp2z9OiX9ybZD9tVBth29kuMm245jkv5k29H3lqz7rf5c4d+397d9"
+    "q2897ff7Zn+NPF4jB2rkYI1s9nOvbJzLxnu9nofr/Xxc7+flej8/1/t5ut7rRKutG+XjRW7sj38v3Pv52mmbvz65"
+    "Evrr5bb1yfHFj5BftGnJ+8asxvxS5t+dPzEMLF4cC7zR8YrzifPV7975vE+irzn6/0h+SsVynv7g9nbofODPG2e3"
+    "abp6/d/4E+727uz6d2nXeod77/NyxQ+yOTnMD7U5OQT+M42xSP83jX21ZV8tRZxLxblUnUsCl6rtSbU9qbYn1fGk"
+    "Op5Ux5PqeCK2J2J7IrYn4ngijifieCJlT/8DvEG9zg=="
 )
 COORDINATE_NAMES = rt.tables.unpack_names(_DATA["COORDINATE_NAMES"])
 VELOCITY_NAMES = rt.tables.unpack_names(_DATA["VELOCITY_NAMES"])
@@ -139,6 +143,18 @@ STATE_RATE_X_ROWS = _DATA["STATE_RATE_X_ROWS"]
 STATE_RATE_X_COLS = _DATA["STATE_RATE_X_COLS"]
 FORCE_X_ROWS = _DATA["FORCE_X_ROWS"]
 FORCE_X_COLS = _DATA["FORCE_X_COLS"]
+STATE_RESIDUAL_QDD_ROWS = _DATA["STATE_RESIDUAL_QDD_ROWS"]
+STATE_RESIDUAL_QDD_COLS = _DATA["STATE_RESIDUAL_QDD_COLS"]
+STATE_RESIDUAL_Q_ROWS = _DATA["STATE_RESIDUAL_Q_ROWS"]
+STATE_RESIDUAL_Q_COLS = _DATA["STATE_RESIDUAL_Q_COLS"]
+STATE_RESIDUAL_QD_ROWS = _DATA["STATE_RESIDUAL_QD_ROWS"]
+STATE_RESIDUAL_QD_COLS = _DATA["STATE_RESIDUAL_QD_COLS"]
+STATE_RESIDUAL_LAM_ROWS = _DATA["STATE_RESIDUAL_LAM_ROWS"]
+STATE_RESIDUAL_LAM_COLS = _DATA["STATE_RESIDUAL_LAM_COLS"]
+STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
+STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
+STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
+STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 3
@@ -8650,6 +8666,48 @@ def state_rate_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def state_residual(t, q, qd, qdd, lam, xd, p, out):
+    """User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̈ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
+    """d_q (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
+    """d_q̇ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
+    """d_λ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
+    """d_Ẋ (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
+    """d_X (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
 def state_rate_q_values(t, q, qd, p, out):
     """Values of state_rate_q on its static pattern STATE_RATE_Q_ROWS/COLS."""
     pass
@@ -8664,6 +8722,54 @@ def state_rate_qd_values(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_x_values(t, q, qd, p, out):
     """Values of state_rate_x on its static pattern STATE_RATE_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qdd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qdd on its static pattern STATE_RESIDUAL_QDD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_q_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_q on its static pattern STATE_RESIDUAL_Q_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_qd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_qd on its static pattern STATE_RESIDUAL_QD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_lam_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_lam on its static pattern STATE_RESIDUAL_LAM_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_xd_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_xd on its static pattern STATE_RESIDUAL_XD_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
+    """Values of state_residual_x on its static pattern STATE_RESIDUAL_X_ROWS/COLS."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
+    pass
+
+
+@njit(cache=True, error_model="numpy")
+def state_residual_blocks_values(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """``state_residual_blocks`` as values on the blocks' static patterns STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton)."""
     pass
 
 
@@ -8730,7 +8836,7 @@ def welch_chunk(p, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_f, ou
 @njit(cache=True, nogil=True, error_model="numpy")
 def index3_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux):
     """Runtime ``hht.index3_chunk`` bound to this module's kernels."""
-    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
+    return rt.hht.index3_chunk(dynamics_values, mass_a_q_values, phi_q_lam_q_values, force_q_values, force_qd_values, state_rate, state_rate_q_values, state_rate_qd_values, state_rate_x_values, force_x_values, state_residual, state_residual_blocks_values, ws.force.shape[0], ws.phi.shape[0], ws.x1.shape[0], p.shape[0] - ws.x1.shape[0], IMPLICIT_STATES, p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -716,7 +716,7 @@ def simulate(
                 family=spec.family,
                 repartitions=len(repartitions),
                 removed_rows=removed.rows,
-                messages=stepper.status_messages,
+                messages=stepper.messages(),
             )
         message = f"stopped {where}: {cause}"
     else:

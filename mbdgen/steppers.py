@@ -55,7 +55,7 @@ from mbdgen.runtime import (
     sparse_newton,
     welch,
 )
-from mbdgen.runtime.status import NEWTON_FAILED
+from mbdgen.runtime.status import NEWTON_FAILED, SINGULAR_STATES
 
 #: Steps per jitted call (variable step: attempts); big enough that the Python round
 #: trip is noise, small enough for progress reports and Ctrl-C.
@@ -210,6 +210,11 @@ class Stepper:
     def restart(self, evaluate_only: bool) -> None:
         """Start afresh from ``run.x`` at the next :meth:`advance`."""
 
+    def messages(self) -> Mapping[int, str]:
+        """The family's words for the status codes of the failure at hand (default:
+        :attr:`status_messages`)."""
+        return self.status_messages
+
     def pending_output(self) -> bool:
         return False
 
@@ -266,8 +271,9 @@ def _index3_workspace(run: Run, t_out: np.ndarray | None) -> Any:
             run.module, t_out, n_params=n_params, active=run.removed.active
         )
     return hht.workspace(
-        run.n, run.m, t_out, nd=run.nd, n_params=n_params, active=run.removed.active
-    )
+        run.n, run.m, t_out, nd=run.nd, n_params=n_params, active=run.removed.active,
+        implicit=bool(getattr(run.module, "IMPLICIT_STATES", False)),
+    )  # fmt: skip
 
 
 @lru_cache(maxsize=16)
@@ -573,6 +579,22 @@ class HHT(AccelerationState):
     def _setup(self) -> None:
         run = self.run
         self.ws = _index3_workspace(run, None)
+
+    def messages(self) -> Mapping[int, str]:
+        """:attr:`status_messages` and, for ``SINGULAR_STATES``, the implicit state whose
+        Ẋ the residuals do not determine at t0 (:func:`mbdgen.runtime.hht.implicit_state_start`)."""
+        names = tuple(getattr(self.run.module, "STATE_NAMES", ()))
+        k = int(self.state[hht.S_BADSTATE])
+        name = names[k] if 0 <= k < len(names) else f"#{k}"
+        return {
+            **self.status_messages,
+            SINGULAR_STATES: (
+                f"d_Ẋ of the user states is singular at the start: the residual of state "
+                f"{name!r} (with those of the states before it) does not determine its rate "
+                "Ẋ there (Negrut et al. 2007, Eq. 8a); check that d depends on Ẋ of "
+                f"{name!r} at t0 and x0"
+            ),
+        }
 
     def control(self) -> np.ndarray:
         """The runtime's ``ctrl`` vector for the options."""

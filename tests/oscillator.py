@@ -19,3 +19,15 @@ def zero(t, q, a, p, out):
 @njit
 def osc_force_q(t, q, qd, p, out):
     out[0, 0] = -p[0]
+
+
+@njit
+def zero_residual(t, q, qd, qdd, lam, xd, p, out):
+    """The states' residual d (none here: nd = 0)."""
+    out[:] = 0.0
+
+
+@njit
+def zero_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
+    """The residual's six partials (none here: nd = 0)."""
+    d_qdd[:] = 0.0

@@ -51,6 +51,8 @@ def test_element_and_flat_paths_agree(element_zoo, zoo_flat):
             "a": rng.uniform(-1, 1, n),
             "lam": rng.uniform(-1, 1, m),
             "p": el.P_DEFAULT * rng.uniform(0.5, 1.5, el.P_DEFAULT.size),
+            "qdd": rng.uniform(-1, 1, n),  # the states' residual kernels (no states here)
+            "xd": np.zeros(el.N_STATES),
         }
         for spec in KERNELS:
             args = [st[a] for a in spec.inputs]

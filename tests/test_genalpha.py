@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
 from numba import njit
-from oscillator import osc_dynamics, osc_force_q, zero
+from oscillator import osc_dynamics, osc_force_q, zero, zero_residual, zero_residual_blocks
 
 import mbdgen
 from mbdgen.cli import main
@@ -90,8 +90,9 @@ def test_coefficients_at_the_ends():
 @njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
     return ga.index3_chunk(
-        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero, 1, 0, 0, 1,
-        p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
+        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero,
+        zero_residual, zero_residual_blocks, 1, 0, 0, 1, False, p, ctrl, ws, 0.0, h, x, state,
+        1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
 from numba import njit
-from oscillator import osc_dynamics, osc_force_q, zero
+from oscillator import osc_dynamics, osc_force_q, zero, zero_residual, zero_residual_blocks
 from scipy.optimize import root
 
 from mbdgen.compiler import import_generated
@@ -118,8 +118,9 @@ def test_alpha_zero_equals_an_independent_trapezoidal_step(pendulum):
 @njit
 def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
     return rt.index3_chunk(
-        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero, 1, 0, 0, 1,
-        p, ctrl, ws, 0.0, h, x, state, 1, 1, out_t, out_x, out_aux,
+        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero,
+        zero_residual, zero_residual_blocks, 1, 0, 0, 1, False, p, ctrl, ws, 0.0, h, x, state,
+        1, 1, out_t, out_x, out_aux,
     )  # fmt: skip
 
 

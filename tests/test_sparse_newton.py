@@ -87,7 +87,7 @@ def _sparse(module, t, q, qd, qdd, lam, p, alpha, bh2, gh, gx, active, start=Fal
             module.state_rate_q_values(t, q, qd, p, ws.fxq)
             module.state_rate_qd_values(t, q, qd, p, ws.fxqd)
             module.state_rate_x_values(t, q, qd, p, ws.fxx)
-        sparse_newton.sparse_newton(n, m, nd, alpha, bh2, gh, gx, ws)
+        sparse_newton.sparse_newton(n, m, nd, False, alpha, bh2, gh, gx, ws)
     return sparse_newton.sparse_factor(ws, 0), ws
 
 

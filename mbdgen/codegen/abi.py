@@ -5,16 +5,21 @@ these argument names and order, and the runtime entry points of :data:`ENTRY_POI
 Templates render from these tables; the runtime and the tests read them; their
 digest (:func:`abi_hash`) is stamped into every generated module.
 
-Argument kinds: ``t`` time (float); ``q``, ``qd``, ``a`` vectors of length n;
-``lam`` a vector of length m; ``p`` the parameter vector; output arrays come last
-and are written in place (kernels allocate nothing).
+Argument kinds: ``t`` time (float); ``q``, ``qd``, ``a``, ``qdd`` vectors of length n;
+``lam`` a vector of length m; ``xd`` a vector of length nd (the user states' rates Ẋ);
+``p`` the parameter vector; output arrays come last and are written in place (kernels
+allocate nothing).
 
-User differential states X (nd of them, Negrut et al. 2007, Eq. 8a in the explicit
-form Ẋ = f(q, q̇, X, t)) are passed as the tail of the parameter vector,
-p = [parameters; X] (length N_PARAMETERS + N_STATES), so that every kernel keeps its
-signature and the forces see X like a parameter; the runtime writes X_{n+1} into
-p[N_PARAMETERS:] before each evaluation.  With nd = 0 the state kernels write
-nothing and p is the parameters alone.  Names follow the literature
+User differential states X (nd of them, Negrut et al. 2007, Eq. 8a) are passed as the
+tail of the parameter vector, p = [parameters; X] (length N_PARAMETERS + N_STATES), so
+that every kernel keeps its signature and the forces see X like a parameter; the
+runtime writes X_{n+1} into p[N_PARAMETERS:] before each evaluation.  Two sets of
+state kernels: the explicit form's ``state_rate*`` (f, f_q, f_q̇, f_X of Ẋ = f; the rows
+of implicit states are 0) and the residual's ``state_residual*`` (d of d(Ẋ, X, q, q̇,
+q̈, λ, t) = 0 and its six partials; an explicit state's row is d = Ẋ − f).  The
+runtime uses the first when every state is explicit (module constant
+``IMPLICIT_STATES`` False) and the second otherwise.  With nd = 0 the state kernels
+write nothing and p is the parameters alone.  Names follow the literature
 (DESIGN rule 8): Φ → phi, Φ_q → phi_q, γ → gamma, ν → nu, λ → lam.
 """
 
@@ -70,9 +75,27 @@ BLOCK_SHAPES: dict[str, tuple[str, str | None]] = {
     "state_rate_qd": ("nd", "n"),
     "state_rate_x": ("nd", "nd"),
     "force_x": ("n", "nd"),
+    "state_residual": ("nd", None),
+    "state_residual_qdd": ("nd", "n"),
+    "state_residual_q": ("nd", "n"),
+    "state_residual_qd": ("nd", "n"),
+    "state_residual_lam": ("nd", "m"),
+    "state_residual_xd": ("nd", "nd"),
+    "state_residual_x": ("nd", "nd"),
 }
 #: Blocks of the states' rates: whole-model user expressions, printed flat on both paths.
 STATE_RATE_BLOCKS: tuple[str, ...] = ("state_rate", "state_rate_q", "state_rate_qd", "state_rate_x")
+#: Blocks of the states' residual d (Negrut et al. 2007, Eq. 8a) and its partials, in
+#: the order the third block row of Eq. 12 takes them: whole-model user expressions,
+#: printed flat on both paths.
+STATE_RESIDUAL_BLOCKS: tuple[str, ...] = (
+    "state_residual", "state_residual_qdd", "state_residual_q", "state_residual_qd",
+    "state_residual_lam", "state_residual_xd", "state_residual_x",
+)  # fmt: skip
+#: Every block of the user states' own expressions (printed flat on both paths).
+STATE_BLOCKS: tuple[str, ...] = STATE_RATE_BLOCKS + STATE_RESIDUAL_BLOCKS
+#: Inputs of the residual kernels: d(Ẋ, X, q, q̇, q̈, λ, t), X in the tail of p.
+_RESIDUAL_INPUTS = ("t", "q", "qd", "qdd", "lam", "xd", "p")
 
 KERNELS: tuple[Kernel, ...] = (
     _single("phi", ("t", "q", "p"), "Constraints Φ(q, t) (Haug 1989, Eq. 7.2.2)."),
@@ -142,6 +165,41 @@ KERNELS: tuple[Kernel, ...] = (
         "Q_X, the force's dependence on the user states (the −Π column of Negrut et al. "
         "2007, Eq. 12, with the force states eliminated).",
     ),
+    _single(
+        "state_residual",
+        _RESIDUAL_INPUTS,
+        "User states' residual d(Ẋ, X, q, q̇, q̈, λ, t) (Negrut et al. 2007, Eq. 8a; an "
+        "explicit state's row is Ẋ − f), X = p[N_PARAMETERS:], Ẋ = xd.",
+    ),
+    _single("state_residual_qdd", _RESIDUAL_INPUTS, "d_q̈ (Negrut et al. 2007, Eq. 12)."),
+    _single("state_residual_q", _RESIDUAL_INPUTS, "d_q (Negrut et al. 2007, Eq. 12)."),
+    _single("state_residual_qd", _RESIDUAL_INPUTS, "d_q̇ (Negrut et al. 2007, Eq. 12)."),
+    _single("state_residual_lam", _RESIDUAL_INPUTS, "d_λ (Negrut et al. 2007, Eq. 12)."),
+    _single("state_residual_xd", _RESIDUAL_INPUTS, "d_Ẋ (Negrut et al. 2007, Eq. 12)."),
+    _single("state_residual_x", _RESIDUAL_INPUTS, "d_X (Negrut et al. 2007, Eq. 12)."),
+    Kernel(
+        "state_residual_blocks",
+        _RESIDUAL_INPUTS,
+        tuple(Output("d_" + b[len("state_residual_") :], b) for b in STATE_RESIDUAL_BLOCKS[1:]),
+        "d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' "
+        "blocks of the Newton matrix (Negrut et al. 2007, Eq. 12).",
+    ),
+    Kernel(
+        "state_residual_blocks_values",
+        _RESIDUAL_INPUTS,
+        tuple(
+            Output("d_" + b[len("state_residual_") :], b, sparse=True)
+            for b in STATE_RESIDUAL_BLOCKS[1:]
+        ),
+        "``state_residual_blocks`` as values on the blocks' static patterns "
+        "STATE_RESIDUAL_*_ROWS/COLS (mbdgen.runtime.sparse_newton).",
+    ),
+)
+#: Kernels of the user states printed flat over the global symbols on both paths: the
+#: blocks' own kernels (and their ``*_values``) and the fused residual blocks.
+FLAT_STATE_KERNELS: tuple[str, ...] = STATE_BLOCKS + (
+    "state_residual_blocks",
+    "state_residual_blocks_values",
 )
 
 
@@ -272,7 +330,8 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "hht.index3_chunk",
         ("dynamics", "mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
         + ("state_rate", "state_rate_q", "state_rate_qd", "state_rate_x", "force_x")
-        + ("N_COORDINATES", "N_CONSTRAINTS", "N_STATES", "N_PARAMETERS"),
+        + ("state_residual", "state_residual_blocks")
+        + ("N_COORDINATES", "N_CONSTRAINTS", "N_STATES", "N_PARAMETERS", "IMPLICIT_STATES"),
         ("p", "ctrl", "ws", "t0", "h", "x", "state", "n_steps", "stride")
         + ("out_t", "out_x", "out_aux"),
     ),
@@ -333,7 +392,7 @@ _SPARSE_INDEX3 = (
     "hht.index3_chunk",
     ("dynamics_values", "mass_a_q_values", "phi_q_lam_q_values", "force_q_values")
     + ("force_qd_values", "state_rate", "state_rate_q_values", "state_rate_qd_values")
-    + ("state_rate_x_values", "force_x_values"),
+    + ("state_rate_x_values", "force_x_values", "state_residual", "state_residual_blocks_values"),
 )
 
 
@@ -377,6 +436,8 @@ def abi_hash() -> str:
             REACTION_COLUMNS,
             UNROLL_LIMIT,
             STATE_RATE_BLOCKS,
+            STATE_RESIDUAL_BLOCKS,
+            FLAT_STATE_KERNELS,
             SPARSE_LIMIT,
             _SPARSE_INDEX1,
             _SPARSE_INDEX3,

@@ -21,9 +21,10 @@ import sympy as sp
 
 from mbdgen.codegen.abi import (
     BLOCK_SHAPES,
+    FLAT_STATE_KERNELS,
     KERNELS,
     SPARSE_BLOCKS,
-    STATE_RATE_BLOCKS,
+    STATE_BLOCKS,
     Kernel,
     entry_points_for,
     linear_algebra,
@@ -39,6 +40,7 @@ from mbdgen.codegen.emit import (
     _generic_kernel,
     _kernel_code,
     render_template,
+    residual_names,
 )
 from mbdgen.codegen.geometry import geometry_tables
 from mbdgen.model.core import t
@@ -138,7 +140,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
     used: dict[str, str] = {}
     doc = f"Element type {ts.name}: {{}} of one instance k ({ts.etype.role})."
     for spec in KERNELS:
-        if spec.name in STATE_RATE_BLOCKS:
+        if spec.name in FLAT_STATE_KERNELS:
             continue
         mats = [ts.blocks[o.block] for o in spec.outputs]
         if not any(_nonzero(mt) for mt in mats):
@@ -169,7 +171,7 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         )
         used[spec.name] = name
     for block in SPARSE_BLOCKS:
-        if block in STATE_RATE_BLOCKS:
+        if block in STATE_BLOCKS:
             continue
         pattern = ts.patterns[block]
         if not pattern:
@@ -306,8 +308,9 @@ def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
 
 
 def _state_kernels(esys: ElementSystem) -> list[KernelCode]:
-    """The states' rate kernels and their ``*_values``, printed flat over the global
-    symbols (whole-model user expressions); X_k is read from p[N_PARAMETERS + k]."""
+    """The states' rate and residual kernels and their ``*_values``, printed flat over
+    the global symbols (whole-model user expressions); X_k is read from
+    p[N_PARAMETERS + k], Ẋ, q̈, λ from the residual kernels' ``xd``, ``qdd``, ``lam``."""
     mech = esys.mechanism
     names: dict[sp.Symbol, str] = {t: "t"}
     for i, (c, v) in enumerate(zip(mech.coordinates, mech.velocities, strict=True)):
@@ -317,9 +320,10 @@ def _state_kernels(esys: ElementSystem) -> list[KernelCode]:
         names[s] = f"p[{i}]"
     for k, s in enumerate(esys.x):
         names[s] = f"p[{n_params + k}]"
+    names.update(residual_names(esys.xd, esys.qdd, esys.multipliers))
     printer = KernelPrinter(names)
     codes: list[KernelCode] = []
-    for block in STATE_RATE_BLOCKS:
+    for block in STATE_BLOCKS:
         spec = next(k for k in KERNELS if k.name == block)
         mat = esys.state_blocks[block]
         codes.append(
@@ -331,7 +335,7 @@ def _state_kernels(esys: ElementSystem) -> list[KernelCode]:
                 printer,
             )
         )
-    for block in STATE_RATE_BLOCKS:
+    for block in STATE_BLOCKS:
         if BLOCK_SHAPES[block][1] is None:
             continue
         spec = next(k for k in KERNELS if k.name == block)
@@ -344,6 +348,29 @@ def _state_kernels(esys: ElementSystem) -> list[KernelCode]:
                 spec.inputs + ("out",),
                 f"Values of {block} on its static pattern {block.upper()}_ROWS/COLS.",
                 [("out", values, True)],
+                printer,
+            )
+        )
+    for spec in KERNELS:
+        if spec.name not in FLAT_STATE_KERNELS or spec.name in STATE_BLOCKS:
+            continue
+        outputs = []
+        for o in spec.outputs:
+            mat = esys.state_blocks[o.block]
+            if o.sparse:
+                pattern = esys.patterns[o.block]
+                values = (
+                    sp.Matrix([[mat[i, j] for i, j in pattern]]).T if pattern else sp.zeros(0, 1)
+                )
+                outputs.append((o.arg, values, True))
+            else:
+                outputs.append((o.arg, mat, BLOCK_SHAPES[o.block][1] is None))
+        codes.append(
+            _kernel_code(
+                spec.name,
+                spec.inputs + tuple(o.arg for o in spec.outputs),
+                spec.doc,
+                outputs,
                 printer,
             )
         )
@@ -395,7 +422,7 @@ def render_element_module(
 
     kernels: list[LoopKernel] = []
     for spec in KERNELS:
-        if spec.name in STATE_RATE_BLOCKS:
+        if spec.name in FLAT_STATE_KERNELS:
             continue
         outs = tuple(o.arg for o in spec.outputs)
         kernels.append(
@@ -404,7 +431,7 @@ def render_element_module(
             )
         )
     for block in SPARSE_BLOCKS:
-        if block in STATE_RATE_BLOCKS:
+        if block in STATE_BLOCKS:
             continue
         spec = next(k for k in KERNELS if k.name == block)
         kernels.append(
@@ -457,6 +484,7 @@ def render_element_module(
         n_parameters=len(mech.parameters),
         state_names=tuple(s.name for s in mech.states),
         linear_algebra=linalg,
+        implicit_states=esys.implicit,
     )
     context.update(
         {

@@ -91,6 +91,17 @@ def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
     # User states are the tail of the parameter vector: p = [parameters; X].
     for k, s in enumerate(system.x):
         names[s] = f"p[{len(system.p) + k}]"
+    names.update(residual_names(system.xd, system.qdd, system.multipliers))
+    return names
+
+
+def residual_names(xd: sp.Matrix, qdd: sp.Matrix, lam: sp.Matrix) -> dict[sp.Symbol, str]:
+    """The residual kernels' arguments for the symbols of Ẋ, q̈ and λ
+    (:func:`mbdgen.symbolic.derive.residual_symbols`): ``xd[k]``, ``qdd[i]``, ``lam[i]``."""
+    names: dict[sp.Symbol, str] = {}
+    for vec, arg in ((xd, "xd"), (qdd, "qdd"), (lam, "lam")):
+        for i, s in enumerate(vec):
+            names[s] = f"{arg}[{i}]"
     return names
 
 
@@ -209,6 +220,7 @@ _BASE_KEYS = frozenset(
         "n_parameters",
         "n_states",
         "state_names",
+        "implicit_states",
         "linear_algebra",
     }
 )
@@ -254,6 +266,7 @@ def _base_context(
     n_parameters: int = 0,
     state_names: tuple[str, ...] = (),
     linear_algebra: str = "dense",
+    implicit_states: bool = False,
 ) -> dict:
     return {
         "version": __version__,
@@ -273,6 +286,7 @@ def _base_context(
         "n_parameters": n_parameters,
         "n_states": len(state_names),
         "state_names": list(state_names),
+        "implicit_states": bool(implicit_states),
         "linear_algebra": linear_algebra,
     }
 
@@ -346,6 +360,7 @@ def render_module(
         has_potential=model.has_potential,
         n_parameters=len(model.parameters),
         state_names=tuple(s.name for s in model.states),  # type: ignore[attr-defined]
+        implicit_states=system.implicit,
     )
     context.update(
         {

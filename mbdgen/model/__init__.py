@@ -9,7 +9,7 @@ are declared with :mod:`mbdgen.model.states`.
 from mbdgen.model.core import Model, check_identifier, speeds, t
 from mbdgen.model.elements import GROUND, Body, Element, Mechanism
 from mbdgen.model.loader import load_model, source_hash
-from mbdgen.model.states import State, state
+from mbdgen.model.states import State, implicit, state
 
 __all__ = [
     "GROUND",
@@ -19,6 +19,7 @@ __all__ = [
     "Model",
     "State",
     "check_identifier",
+    "implicit",
     "load_model",
     "source_hash",
     "speeds",

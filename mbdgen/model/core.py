@@ -141,8 +141,9 @@ class Model:
     constraint_names : sequence of str, optional
         A label per constraint row (default ``phi[i]``), used in reports.
     states : sequence of :class:`~mbdgen.model.states.State`, optional
-        User differential states Ẋ = f(q, q̇, X, t) (Negrut et al. 2007, Eq. 8a in
-        explicit form); ``force`` may use their symbols, nothing else may.
+        User differential states (Negrut et al. 2007, Eq. 8a), explicit Ẋ = f(q, q̇, X,
+        t) or implicit d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (:mod:`mbdgen.model.states`);
+        ``force`` may use their symbols, nothing else may.
     """
 
     name: str
@@ -234,6 +235,9 @@ class Model:
         if len(names) != phi.rows or not all(isinstance(s, str) for s in names):
             raise ModelError(f"constraint_names must be {phi.rows} strings, one per constraint")
         object.__setattr__(self, "constraint_names", names)
+        from mbdgen.model.states import check_multipliers
+
+        check_multipliers(states, f"model {self.name!r}", names)
 
         coord_set, vel_set, par_set = set(coords), set(vel), set(params)
         state_set = {s.symbol for s in states}

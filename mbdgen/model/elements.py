@@ -366,8 +366,9 @@ class Mechanism:
     description : str
         Where the mechanism comes from.
     states : sequence of :class:`~mbdgen.model.states.State`, optional
-        User differential states Ẋ = f(q, q̇, X, t) (Negrut et al. 2007, Eq. 8a in
-        explicit form); force elements may use their symbols, no other element may.
+        User differential states (Negrut et al. 2007, Eq. 8a), explicit Ẋ = f(q, q̇, X,
+        t) or implicit d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (:mod:`mbdgen.model.states`); force
+        elements may use their symbols, no other element may.
     """
 
     def __repr__(self) -> str:
@@ -414,7 +415,7 @@ class Mechanism:
 
     # -- validation ------------------------------------------------------------
     def _validate(self, declared: Mapping[sp.Symbol, float], states: Iterable[object]) -> None:
-        from mbdgen.model.states import StateSymbol, check_states
+        from mbdgen.model.states import StateSymbol, check_multipliers, check_states
 
         names: dict[str, str] = {}
         for b in self.bodies:
@@ -497,6 +498,7 @@ class Mechanism:
             self._rows.append(row)
             row += len(element_type(e).contribution.phi)
         self.m = row
+        check_multipliers(self.states, f"mechanism {self.name!r}", self.constraint_names)
 
     # -- sizes and names -----------------------------------------------------------
     @property

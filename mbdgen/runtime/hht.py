@@ -113,6 +113,23 @@ rejected step leaves X, Ẋ and b as they were.  With nd = 0 every state loop is
 and the kernels see the caller's p: the results are those of the loop without states,
 bit for bit.
 
+**Implicit states**, d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (Eq. 8a in full;
+:func:`mbdgen.model.states.implicit`), when the module's ``IMPLICIT_STATES`` is set
+(the ``implicit`` argument): e3 = d(Ẋ_{n+1}, X_{n+1}, q_{n+1}, q̇_{n+1}, q̈_{n+1},
+λ_{n+1}, t_{n+1}) from the ``state_residual`` kernel, and the third block row of Eq. 12
+from its partials (``state_residual_blocks``; :func:`implicit_state_blocks`):
+
+    [d_q̈ + d_q βh² + d_q̇ γh,   d_λ,   d_Ẋ + d_X ρ′h]
+
+(β′h², γ′h for generalized-α, as in the other rows; an explicit state of such a model
+is the row d = Ẋ − f).  At the start, after q̈_0, λ_0, Ẋ_0 solves d(Ẋ_0, X_0, q_0, q̇_0,
+q̈_0, λ_0, t_0) = 0 by Newton's method on d_Ẋ (:func:`implicit_state_start`); a
+singular d_Ẋ returns ``SINGULAR_STATES`` with the state in ``state[S_BADSTATE]``.  The
+states' formula, error estimate, stopping test, predictor and dense output are those
+above.  Without implicit states none of this is compiled into the path taken, and the
+explicit path's results are unchanged bit for bit.  A state that reads q̈ is first order
+with HHT at α ≠ 0 (q̈_{n+1} ≈ q̈(t_{n+1} + αh), Eq. 11a); see the design notes.
+
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
 the scalars passed to :func:`residual` and :func:`iteration_matrix`.  Its linear
@@ -134,8 +151,14 @@ from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import overload
 
 from mbdgen.runtime import stepsize
-from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored, row_weights
-from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, STEP_SIZE_COLLAPSE
+from mbdgen.runtime.linalg import PIVOT_TOL, lu_factor_inplace, lu_solve_factored, row_weights
+from mbdgen.runtime.status import (
+    NEWTON_FAILED,
+    NONFINITE,
+    OK,
+    SINGULAR_STATES,
+    STEP_SIZE_COLLAPSE,
+)
 from mbdgen.runtime.stepsize import h_floor
 
 # Layout of the float ``ctrl`` vector.
@@ -178,7 +201,8 @@ S_NEVAL = 11  # evaluations of the ``dynamics`` kernel
 S_REJECTS = 12  # steps rejected by the error test (Eqs. 35b, 47c)
 S_CUTS = 13  # steps whose Newton iteration failed, retried with h/4
 S_LASTFAIL = 14  # why the last attempt failed: a ``_FAIL_*`` code (0: it did not)
-STATE_SIZE = 15
+S_BADSTATE = 15  # SINGULAR_STATES: the state at whose column d_Ẋ(t0) is singular
+STATE_SIZE = 16
 
 _FAIL_ERROR = 1  # the error test
 _FAIL_NEWTON = 2  # Newton's iteration did not converge
@@ -330,6 +354,15 @@ class Workspace(NamedTuple):
     fxqd: np.ndarray  # f_q̇ (nd × n)
     fxx: np.ndarray  # f_X (nd × nd)
     qx: np.ndarray  # Q_X (n × nd)
+    # the residual's partials of implicit states (module docstring; (0, ·) when explicit)
+    dqdd: np.ndarray  # d_q̈ (nd × n)
+    dq: np.ndarray  # d_q (nd × n)
+    dqd: np.ndarray  # d_q̇ (nd × n)
+    dlam: np.ndarray  # d_λ (nd × m)
+    dxd: np.ndarray  # d_Ẋ (nd × nd)
+    dx: np.ndarray  # d_X (nd × nd)
+    xjac: np.ndarray  # d_Ẋ at the start, then its LU factors (nd × nd)
+    xpiv: np.ndarray  # its pivots
     active: np.ndarray  # (m,) 1.0 for an enforced row, 0.0 for a removed redundant row
 
 
@@ -340,13 +373,16 @@ def workspace(
     nd: int = 0,
     n_params: int = 0,
     active: np.ndarray | None = None,
+    implicit: bool = False,
 ) -> Workspace:
     """Preallocated arrays for :func:`index3_chunk`; ``t_out`` the output times of an
-    error-controlled run; ``nd`` user states after ``n_params`` parameters in p;
+    error-controlled run; ``nd`` user states after ``n_params`` parameters in p
+    (``implicit``: some state is implicit, the module's ``IMPLICIT_STATES``);
     ``active`` (m,) weights 1.0 for the constraint rows to enforce and 0.0 for the
     redundant rows left out (their equation becomes λ_i = 0), default all 1.0."""
     N = n + m + nd
     weights = row_weights(m, active)
+    ni = nd if implicit else 0
     return Workspace(
         mass=np.zeros((n, n)),
         force=np.zeros(n),
@@ -386,6 +422,14 @@ def workspace(
         fxqd=np.zeros((nd, n)),
         fxx=np.zeros((nd, nd)),
         qx=np.zeros((n, nd)),
+        dqdd=np.zeros((ni, n)),
+        dq=np.zeros((ni, n)),
+        dqd=np.zeros((ni, n)),
+        dlam=np.zeros((ni, m)),
+        dxd=np.zeros((ni, ni)),
+        dx=np.zeros((ni, ni)),
+        xjac=np.zeros((ni, ni)),
+        xpiv=np.zeros(ni, dtype=np.int64),
         active=weights,
     )
 
@@ -524,14 +568,54 @@ def dense_start(n, m, nd, ws):
 
 
 @njit(cache=True, inline="always")
-def dense_newton(n, m, nd, alpha, bh2, gh, gx, ws):
-    """The Newton matrix (Eq. 12; :func:`iteration_matrix`, :func:`state_matrix`) into
-    ``ws.A`` from the Jacobian blocks the loop evaluated into ``ws``."""
+def dense_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
+    """The Newton matrix (Eq. 12; :func:`iteration_matrix`, :func:`state_matrix` or,
+    with implicit states, :func:`implicit_state_blocks`) into ``ws.A`` from the
+    Jacobian blocks the loop evaluated into ``ws``."""
     _newton_block(
         n, m, alpha, bh2, gh, ws.mass, ws.phi_q, ws.maq, ws.plq, ws.fq, ws.fqd, ws.active, ws.A
     )  # fmt: skip
     if nd > 0:
-        _state_blocks(n, m, nd, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, ws.A)
+        if implicit:
+            implicit_state_blocks(
+                n, m, nd, bh2, gh, gx, ws.dqdd, ws.dq, ws.dqd, ws.dlam, ws.dxd, ws.dx, ws.qx,
+                ws.active, ws.A,
+            )  # fmt: skip
+        else:
+            _state_blocks(n, m, nd, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, ws.A)
+
+
+@njit(cache=True)
+def dense_implicit_noise(ws):
+    """(Σ|d_q̈|, Σ|d_λ|) / min_i |(d_Ẋ)_ii| of the implicit states' latest blocks: a
+    change δ of q̈ (of λ) below its round-off floor moves the Ẋ that solves d = 0 by at
+    most about the first (second) times δ; the Ẋ correction is not asked to be
+    smaller (:func:`_state_correction`)."""
+    return _noise_ratio(ws.dqdd.ravel(), ws.dlam.ravel(), np.diag(ws.dxd))
+
+
+@njit(cache=True)
+def _noise_ratio(dqdd, dlam, diag):
+    sq = 0.0
+    for v in dqdd:
+        sq += abs(v)
+    sl = 0.0
+    for v in dlam:
+        sl += abs(v)
+    dmin = np.inf
+    for v in diag:
+        dmin = min(dmin, abs(v))
+    if not dmin > 0.0:
+        return 0.0, 0.0
+    return sq / dmin, sl / dmin
+
+
+@njit(cache=True)
+def dense_state_jacobian(ws):
+    """``ws.xjac`` ← d_Ẋ (``ws.dxd``) of the implicit states, for Ẋ_0."""
+    for i in range(ws.dxd.shape[0]):
+        for j in range(ws.dxd.shape[1]):
+            ws.xjac[i, j] = ws.dxd[i, j]
 
 
 @njit(cache=True, inline="always")
@@ -591,6 +675,8 @@ _DENSE_OPS = {
     "r_prev": dense_r_prev,
     "mass_scale": dense_mass_scale,
     "record": dense_record,
+    "state_jacobian": dense_state_jacobian,
+    "implicit_noise": dense_implicit_noise,
 }
 
 
@@ -627,8 +713,8 @@ def la_start(n, m, nd, ws):
     return _ops_of(type(ws))["start"](n, m, nd, ws)
 
 
-def la_newton(n, m, nd, alpha, bh2, gh, gx, ws):
-    return _ops_of(type(ws))["newton"](n, m, nd, alpha, bh2, gh, gx, ws)
+def la_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
+    return _ops_of(type(ws))["newton"](n, m, nd, implicit, alpha, bh2, gh, gx, ws)
 
 
 def la_factor(ws, size):
@@ -655,6 +741,14 @@ def la_record(row, t, x, ws, qd, out_t, out_x, out_aux):
     return _ops_of(type(ws))["record"](row, t, x, ws, qd, out_t, out_x, out_aux)
 
 
+def la_state_jacobian(ws):
+    return _ops_of(type(ws))["state_jacobian"](ws)
+
+
+def la_implicit_noise(ws):
+    return _ops_of(type(ws))["implicit_noise"](ws)
+
+
 @overload(la_start, inline="always")
 def _ol_start(n, m, nd, ws):
     f = _typed_ops(ws)["start"]
@@ -662,9 +756,11 @@ def _ol_start(n, m, nd, ws):
 
 
 @overload(la_newton, inline="always")
-def _ol_newton(n, m, nd, alpha, bh2, gh, gx, ws):
+def _ol_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     f = _typed_ops(ws)["newton"]
-    return lambda n, m, nd, alpha, bh2, gh, gx, ws: f(n, m, nd, alpha, bh2, gh, gx, ws)
+    return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
+        n, m, nd, implicit, alpha, bh2, gh, gx, ws
+    )
 
 
 @overload(la_factor, inline="always")
@@ -695,6 +791,18 @@ def _ol_r_prev(n, m, ws, lam):
 def _ol_mass_scale(n, ws):
     f = _typed_ops(ws)["mass_scale"]
     return lambda n, ws: f(n, ws)
+
+
+@overload(la_implicit_noise, inline="always")
+def _ol_implicit_noise(ws):
+    f = _typed_ops(ws)["implicit_noise"]
+    return lambda ws: f(ws)
+
+
+@overload(la_state_jacobian, inline="always")
+def _ol_state_jacobian(ws):
+    f = _typed_ops(ws)["state_jacobian"]
+    return lambda ws: f(ws)
 
 
 @overload(la_record, inline="always")
@@ -775,6 +883,106 @@ def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
 
 
 @njit(cache=True)
+def implicit_state_blocks(n, m, nd, bh2, gh, gx, dqdd, dq, dqd, dlam, dxd, dx, qx, active, A):
+    """The states' rows and columns of the Newton matrix for the implicit form d(Ẋ, X,
+    q, q̇, q̈, λ, t) = 0 (Negrut et al. 2007, Eqs. 8a, 12), into ``A`` beside
+    :func:`iteration_matrix`'s (n + m)² block:
+
+        ∂e1/∂Ẋ = −Q_X gx,   ∂e2/∂Ẋ = 0,
+        ∂e3/∂q̈ = d_q̈ + d_q bh2 + d_q̇ gh,   ∂e3/∂λ = d_λ,   ∂e3/∂Ẋ = d_Ẋ + d_X gx
+
+    (``bh2``, ``gh``, ``gx`` as in :func:`state_matrix`; with d = Ẋ − f this is that
+    function's matrix).  A removed redundant row's λ_j (``active[j]`` = 0, its equation
+    λ_j = 0) does not enter e3: its column of d_λ is left out."""
+    o = n + m
+    for i in range(n):
+        for j in range(nd):
+            A[i, o + j] = -gx * qx[i, j]
+    for i in range(m):
+        for j in range(nd):
+            A[n + i, o + j] = 0.0
+    for i in range(nd):
+        for j in range(n):
+            A[o + i, j] = dqdd[i, j] + bh2 * dq[i, j] + gh * dqd[i, j]
+        for j in range(m):
+            A[o + i, n + j] = active[j] * dlam[i, j]
+        for j in range(nd):
+            A[o + i, o + j] = dxd[i, j] + gx * dx[i, j]
+
+
+@njit(cache=True)
+def _factor_states(A, piv, N):
+    """LU with partial pivoting of d_Ẋ (``A``, N × N) in place, as
+    :func:`mbdgen.runtime.linalg.lu_factor_inplace` (same pivot tolerance); returns −1,
+    or the column k at which it is singular: state k's Ẋ is not determined by the
+    residuals given the states before it."""
+    scale = 0.0
+    for i in range(N):
+        for j in range(N):
+            scale = max(scale, abs(A[i, j]))
+    tol = PIVOT_TOL * scale
+    for k in range(N):
+        p = k
+        best = abs(A[k, k])
+        for i in range(k + 1, N):
+            if abs(A[i, k]) > best:
+                best = abs(A[i, k])
+                p = i
+        piv[k] = p
+        if not (best > tol and scale > 0.0):
+            return k
+        if p != k:
+            for j in range(N):
+                A[k, j], A[p, j] = A[p, j], A[k, j]
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, N):
+            f = A[i, k] * inv
+            A[i, k] = f
+            for j in range(k + 1, N):
+                A[i, j] -= f * A[k, j]
+    return -1
+
+
+@njit(cache=True, inline="always")
+def implicit_state_start(
+    state_residual, state_residual_blocks, nd, t, q, qd, qdd, lam, xd, p, d, ws, tol,
+    max_iterations,
+):  # fmt: skip
+    """Ẋ_0 from d(Ẋ_0, X_0, q_0, q̇_0, q̈_0, λ_0, t_0) = 0 (Negrut et al. 2007, Eq. 8a at
+    t0, with q̈_0, λ_0 of the index-1 start) by Newton's method on d_Ẋ, from Ẋ = 0 and
+    with d_Ẋ evaluated at every iterate, until ‖ΔẊ‖∞ ≤ ``tol`` max(1, ‖Ẋ‖∞) (one
+    iteration and a check when d is linear in Ẋ).  X_0 is in ``p``.  Returns −1, the
+    index of the state whose column of d_Ẋ is singular (:func:`_factor_states`), or −2
+    when the iteration does not converge in ``max_iterations`` + 1 iterations.  Inlined:
+    a kernel passed to a function that is not would make the entry point uncacheable
+    (Numba lowers it as a dynamic address)."""
+    jac, piv = ws.xjac, ws.xpiv
+    for i in range(nd):
+        xd[i] = 0.0
+    for _ in range(max_iterations + 1):
+        state_residual(t, q, qd, qdd, lam, xd, p, d)
+        state_residual_blocks(
+            t, q, qd, qdd, lam, xd, p, ws.dqdd, ws.dq, ws.dqd, ws.dlam, ws.dxd, ws.dx
+        )
+        la_state_jacobian(ws)  # d_Ẋ, dense, into ws.xjac
+        bad = _factor_states(jac, piv, nd)
+        if bad >= 0:
+            return bad
+        lu_solve_factored(jac, piv, d, nd)
+        dx = 0.0
+        sx = 1.0
+        for i in range(nd):
+            xd[i] -= d[i]
+            dx = max(dx, abs(d[i]))
+            sx = max(sx, abs(xd[i]))
+        if not math.isfinite(dx):
+            return -2
+        if dx <= tol * sx:
+            return -1
+    return -2
+
+
+@njit(cache=True)
 def _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max):
     """Ẋ_0 = f(q_0, q̇_0, X_0, t_0), b_0 = Ẋ_0 (as a_0 = q̈_0), the first history row
     and Y^X (Eq. 34)."""
@@ -822,14 +1030,16 @@ def _state_accept(n, NM, nd, head, X, Xd, xb, x1, xd1, xb1, hist, y_max):
 
 
 @njit(cache=True)
-def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol):
+def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol, floor_add):
     """Ẋ_{n+1} += ΔẊ and the norm of ΔẊ: at a fixed step against ``tol`` max(1, ‖Ẋ‖∞);
     with error control Eq. 46, ‖ΔẊ‖_X/√n_d against c ε/|∂δ_X/∂Ẋ|.  Not below the
-    round-off floor: a change under eps max(1, ‖X‖∞)/gx no longer changes X (Eq. 9a)."""
+    round-off floor: a change under eps max(1, ‖X‖∞)/gx no longer changes X (Eq. 9a),
+    plus ``floor_add``, the round-off of q̈ and λ that implicit residuals pass on to Ẋ
+    (:func:`dense_implicit_noise`; 0.0 for explicit states)."""
     sxx = 1.0
     for i in range(nd):
         sxx = max(sxx, abs(x1[i]))
-    floor_x = _NOISE * sxx / gx
+    floor_x = _NOISE * sxx / gx + floor_add
     dx = 0.0
     sd = 1.0
     for i in range(nd):
@@ -939,10 +1149,13 @@ def index3_chunk(
     state_rate_qd,
     state_rate_x,
     force_x,
+    state_residual,
+    state_residual_blocks,
     n,
     m,
     nd,
     n_params,
+    implicit,
     p,
     ctrl,
     ws,
@@ -969,9 +1182,10 @@ def index3_chunk(
     Brüls 2007, §2, with the constraint rows scaled by 1/(β′h²)).  ``ws.a`` keeps a_n.
 
     User states (nd > 0; module docstring): Ẋ_{n+1} is the third unknown, e3 = Ẋ − f
-    its residual, X_{n+1} from :func:`state_update` is written into ``ws.p_work``
-    before each evaluation, and ``ws.xb`` keeps b_n.  With nd = 0 the kernels see the
-    caller's ``p`` and every state loop is empty.
+    its residual (``implicit``: e3 = d(Ẋ, X, q, q̇, q̈, λ, t)), X_{n+1} from
+    :func:`state_update` is written into ``ws.p_work`` before each evaluation, and
+    ``ws.xb`` keeps b_n.  With nd = 0 the kernels see the caller's ``p`` and every
+    state loop is empty.
 
     Fixed step (``ctrl[C_ADAPTIVE]`` = 0): ``n_steps`` steps of size ``h`` from
     t0 + ``state[S_STEP]`` h, every ``stride``-th recorded.  Error control
@@ -988,8 +1202,12 @@ def index3_chunk(
         ``*_values`` forms with a :class:`mbdgen.runtime.sparse_newton.Workspace`).
     state_rate, state_rate_q, state_rate_qd, state_rate_x, force_x : the user states'
         kernels f, f_q, f_q̇, f_X and Q_X (nothing is called when nd = 0).
+    state_residual, state_residual_blocks : the residual d and its partials d_q̈, d_q,
+        d_q̇, d_λ, d_Ẋ, d_X (one kernel; called when ``implicit``).
     n, m, nd : numbers of coordinates, constraints and user states.
     n_params : number of parameters: the kernels read X at p[n_params:].
+    implicit : the module's ``IMPLICIT_STATES``: the states' row of Eqs. 12-13 from the
+        residual kernels (True) or from Ẋ = f (False).
     p : the parameter vector [parameters; X0] (not written: X_{n+1} goes into a copy).
     ctrl : (CTRL_SIZE,) α, β, γ and the Newton options, see the ``C_*`` constants.
     ws : :func:`workspace` (n, m, nd=nd, n_params=n_params), or the sparse one of
@@ -1005,8 +1223,9 @@ def index3_chunk(
 
     Returns
     -------
-    status : ``OK``, or ``SINGULAR``, ``NONFINITE``, ``NEWTON_FAILED``; on failure ``x``
-    holds the last accepted step.
+    status : ``OK``, or ``SINGULAR``, ``NONFINITE``, ``NEWTON_FAILED``,
+    ``SINGULAR_STATES`` (d_Ẋ singular at the start, the state in ``state[S_BADSTATE]``);
+    on failure ``x`` holds the last accepted step.
     """
     mass, force, phi, phi_q, phi_t, gam = ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam
     b = ws.b
@@ -1060,6 +1279,8 @@ def index3_chunk(
     attempts = 0
     k = 0  # Newton iterations of this step
     uses = 1 << 30  # solves with the current factorization (unknown: count it as old)
+    noise_q = 0.0  # implicit states: how q̈'s and λ's round-off reach Ẋ (implicit_noise)
+    noise_l = 0.0
     restarted = False
     converged = False
     nrm_prev = 0.0
@@ -1162,7 +1383,10 @@ def index3_chunk(
             phase = _PH_NEXT
             continue
         if nd > 0:
-            state_rate(t1, q1, qd1, pk, rate)  # f of e3 (and Ẋ_0 at the start)
+            if not implicit:
+                state_rate(t1, q1, qd1, pk, rate)  # f of e3 (and Ẋ_0 at the start)
+            elif phase == _PH_ITER:
+                state_residual(t1, q1, qd1, qdd1, lam1, xd1, pk, rate)  # d of e3
         factor = False
         if phase == _PH_START:
             # [[M, Φ_qᵀ], [Φ_q, 0]] [q̈_0; λ_0] = [Q; γ] (Haug 1989, Eq. 7.2.1)
@@ -1263,8 +1487,12 @@ def index3_chunk(
                 phase = _PH_NEXT
                 continue
             la_residual(n, m, alpha, bh2, ws, qdd1, lam1, b)
-            for i in range(nd):
-                b[NM + i] = xd1[i] - rate[i]  # e3 = d = Ẋ − f (Eq. 13)
+            if implicit:
+                for i in range(nd):
+                    b[NM + i] = rate[i]  # e3 = d(Ẋ, X, q, q̇, q̈, λ, t) (Eq. 13)
+            else:
+                for i in range(nd):
+                    b[NM + i] = xd1[i] - rate[i]  # e3 = d = Ẋ − f (Eq. 13)
             for i in range(N):
                 b[i] = -b[i]
             if full_newton or state[S_JAC_VALID] == 0:
@@ -1275,10 +1503,18 @@ def index3_chunk(
                 force_qd(t1, q1, qd1, pk, ws.fqd)
                 if nd > 0:
                     force_x(t1, q1, qd1, pk, ws.qx)
-                    state_rate_q(t1, q1, qd1, pk, ws.fxq)
-                    state_rate_qd(t1, q1, qd1, pk, ws.fxqd)
-                    state_rate_x(t1, q1, qd1, pk, ws.fxx)
-                la_newton(n, m, nd, alpha, bh2, gh, gx, ws)
+                    if implicit:
+                        state_residual_blocks(
+                            t1, q1, qd1, qdd1, lam1, xd1, pk, ws.dqdd, ws.dq, ws.dqd, ws.dlam,
+                            ws.dxd, ws.dx,
+                        )  # fmt: skip
+                    else:
+                        state_rate_q(t1, q1, qd1, pk, ws.fxq)
+                        state_rate_qd(t1, q1, qd1, pk, ws.fxqd)
+                        state_rate_x(t1, q1, qd1, pk, ws.fxx)
+                la_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws)
+                if implicit and nd > 0:
+                    noise_q, noise_l = la_implicit_noise(ws)
                 state[S_JAC] += 1
                 factor = True
         size = NM if phase == _PH_START else N
@@ -1305,7 +1541,20 @@ def index3_chunk(
                 hist[0, n + i] = b[n + i]
             la_r_prev(n, m, ws, lam)
             if nd > 0:
-                _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max)
+                if implicit:
+                    # Ẋ_0 from d = 0 at t0, with q̈_0, λ_0 just found (Eq. 8a)
+                    bad = implicit_state_start(
+                        state_residual, state_residual_blocks, nd, t1, q, qd, qdd, lam, Xd, pk,
+                        rate, ws, tol, max_iterations,
+                    )  # fmt: skip
+                    if bad >= 0:
+                        state[S_BADSTATE] = bad
+                        return SINGULAR_STATES
+                    if bad == -2:
+                        return NEWTON_FAILED
+                    _state_start(n, NM, nd, Xd, X, Xd, xb, hist, y_max)
+                else:
+                    _state_start(n, NM, nd, rate, X, Xd, xb, hist, y_max)
             for i in range(x.shape[0]):
                 if not math.isfinite(x[i]):
                     return NONFINITE
@@ -1352,7 +1601,21 @@ def index3_chunk(
         if nd > 0:  # Eq. 46 with error control
             nrm = max(
                 nrm,
-                _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol),
+                _state_correction(
+                    NM,
+                    n,
+                    nd,
+                    adaptive,
+                    b,
+                    xd1,
+                    x1,
+                    weight,
+                    gx,
+                    kx,
+                    stop,
+                    tol,
+                    (noise_q * floor + noise_l * floor * sm) if implicit else 0.0,
+                ),  # fmt: skip
             )
         k += 1
         state[S_NEWTON] += 1

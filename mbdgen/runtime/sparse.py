@@ -188,12 +188,17 @@ def kkt_plan(
     h_cols: np.ndarray,
     a_rows: np.ndarray,
     a_cols: np.ndarray,
+    b_extra: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> KktPlan:
     """Plan the sparse LU of K = [[H, B], [A, 0]] for the given patterns.
 
     ``h_rows, h_cols``: the pattern of H (the diagonal is always included);
     ``a_rows, a_cols``: the pattern of A (B has the transposed pattern, entry for
-    entry).  Deterministic: the same patterns give the same plan.
+    entry); ``b_extra``: (rows, columns) of entries of B beyond Aᵀ (coordinate row,
+    multiplier column), made part of the factor's structure, their positions in the
+    values given by :func:`kkt_position` (the d_λ of implicit user states,
+    :mod:`mbdgen.runtime.sparse_newton`).  Deterministic: the same patterns give the
+    same plan.
     """
     h_rows = np.asarray(h_rows, dtype=np.int64)
     h_cols = np.asarray(h_cols, dtype=np.int64)
@@ -223,6 +228,12 @@ def kkt_plan(
     for i, j in zip(a_rows.tolist(), a_cols.tolist(), strict=True):
         adj[n + i].add(j)
         adj[j].add(n + i)
+    if b_extra is not None:
+        for r, j in zip(
+            np.asarray(b_extra[0]).tolist(), np.asarray(b_extra[1]).tolist(), strict=True
+        ):
+            adj[int(r)].add(n + int(j))
+            adj[n + int(j)].add(int(r))
     perm, struct = _order(n, m, [set(s) for s in adj], a_cols_of)
     iperm, ptr, cols_new = _structure(perm, struct)
     nnz = int(ptr[-1])
@@ -296,6 +307,22 @@ def kkt_plan(
         aug_pair=np.asarray(aug_pair, dtype=np.int64),
         aug_diag=np.asarray(aug_diag, dtype=np.int64),
     )
+
+
+def kkt_position(plan: KktPlan, row: int, col: int) -> int:
+    """The position in the values of :func:`kkt_assemble` of K's entry (``row``,
+    ``col``) (K's order: coordinates, then multipliers); a ``ValueError`` if the entry
+    is outside the factor's structure (give it to :func:`kkt_plan` as ``b_extra``)."""
+    N = plan.n + plan.m
+    nnz = int(plan.ptr[N])
+    r, c = int(plan.iperm[row]), int(plan.iperm[col])
+    if r == c:
+        return r
+    lo, k = (c, r) if r > c else (r, c)
+    found = np.flatnonzero(plan.nbr[plan.ptr[lo] : plan.ptr[lo + 1]] == k)
+    if found.size == 0:
+        raise ValueError(f"K[{row}, {col}] is not in the planned structure")
+    return (N if r > c else N + nnz) + int(plan.ptr[lo]) + int(found[0])
 
 
 @njit(cache=True)

@@ -11,8 +11,14 @@ partial pivoting.  Here it is the saddle-point matrix of :mod:`mbdgen.runtime.sp
     A = [Φ_q, 0],   B = Aᵀ
 
 (Eq. 14 for M̂, the states' rows and columns of :func:`mbdgen.runtime.hht.state_matrix`
-folded into H).  A and B carry no βh²: the position constraints are scaled by 1/(βh²)
-in the residual (Eq. 13), so ∂e2/∂q̈ = Φ_q βh² / (βh²) = Φ_q, as in the dense matrix.
+folded into H).  With implicit user states (the module's ``IMPLICIT_STATES``) the
+states' rows of H are [d_q̈ + d_q βh² + d_q̇ γh, d_Ẋ + d_X ρ′h] and B gains d_λ in
+them, B = [Φ_qᵀ; D], D = d_λ (:func:`mbdgen.runtime.hht.implicit_state_blocks`):
+entries of B beyond Aᵀ, planned into the factor's structure (``b_extra`` of
+:func:`mbdgen.runtime.sparse.kkt_plan`) and added after the assembly.
+
+A and B carry no βh²: the position constraints are scaled by 1/(βh²) in the residual
+(Eq. 13), so ∂e2/∂q̈ = Φ_q βh² / (βh²) = Φ_q, as in the dense matrix.
 A removed redundant row (``active[i]`` = 0) is λ_i = 0, as in the dense path.
 
 - **Plan once per module, in Python** (:func:`newton_plan`, cached on the module by
@@ -46,7 +52,15 @@ from numba import njit
 
 from mbdgen.runtime import hht
 from mbdgen.runtime.linalg import row_weights
-from mbdgen.runtime.sparse import KktPlan, kkt_assemble, kkt_factor, kkt_plan, kkt_rhs, kkt_solve
+from mbdgen.runtime.sparse import (
+    KktPlan,
+    kkt_assemble,
+    kkt_factor,
+    kkt_plan,
+    kkt_position,
+    kkt_rhs,
+    kkt_solve,
+)
 
 
 class NewtonPlan(NamedTuple):
@@ -66,6 +80,17 @@ class NewtonPlan(NamedTuple):
     fxq_map: np.ndarray  # f_q (nd × n): rows n + i
     fxqd_map: np.ndarray
     fxx_map: np.ndarray  # f_X (nd × nd)
+    # implicit states (empty otherwise): the residual's partials into H's values ...
+    dqdd_map: np.ndarray  # d_q̈ (nd × n): rows n + i
+    dq_map: np.ndarray  # d_q
+    dqd_map: np.ndarray  # d_q̇
+    dxd_map: np.ndarray  # d_Ẋ (nd × nd)
+    dx_map: np.ndarray  # d_X
+    # ... and d_λ (nd × m) into K's values: positions and the multiplier of each entry
+    dlam_pos: np.ndarray
+    dlam_cols: np.ndarray
+    dxd_rows: np.ndarray  # d_Ẋ's pattern (for the start's dense d_Ẋ)
+    dxd_cols: np.ndarray
     sdiag: np.ndarray  # positions of the states' diagonal in H's values
     mass_rows: np.ndarray
     mass_cols: np.ndarray
@@ -78,12 +103,15 @@ def _ints(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.int64).reshape(-1)
 
 
-def newton_plan(n: int, m: int, nd: int, patterns: dict[str, tuple[Any, Any]]) -> NewtonPlan:
+def newton_plan(
+    n: int, m: int, nd: int, patterns: dict[str, tuple[Any, Any]], implicit: bool = False
+) -> NewtonPlan:
     """Plan the sparse Newton matrix for the static patterns of a module.
 
     ``patterns`` maps each block ("MASS", "MASS_A_Q", "PHI_Q_LAM_Q", "FORCE_Q",
-    "FORCE_QD", "PHI_Q", "FORCE_X", "STATE_RATE_Q", "STATE_RATE_QD", "STATE_RATE_X") to
-    its (rows, cols), as the generated module exports them (``<BLOCK>_ROWS/COLS``).
+    "FORCE_QD", "PHI_Q", "FORCE_X", "STATE_RATE_Q", "STATE_RATE_QD", "STATE_RATE_X";
+    with ``implicit`` the "STATE_RESIDUAL_*" blocks in place of "STATE_RATE_*") to its
+    (rows, cols), as the generated module exports them (``<BLOCK>_ROWS/COLS``).
     Deterministic: the same patterns give the same plan.
     """
     nh = n + nd
@@ -110,21 +138,40 @@ def newton_plan(n: int, m: int, nd: int, patterns: dict[str, tuple[Any, Any]]) -
     plq_map = block("PHI_Q_LAM_Q", 0, 0)
     fq_map = block("FORCE_Q", 0, 0)
     fqd_map = block("FORCE_QD", 0, 0)
+    empty = np.zeros(0, dtype=np.int64)
+    qx_map = fxq_map = fxqd_map = fxx_map = empty
+    dqdd_map = dq_map = dqd_map = dxd_map = dx_map = dlam_cols = dxd_rows = dxd_cols = empty
+    d_rows = empty
     if nd > 0:
         qx_map = block("FORCE_X", 0, n)
-        fxq_map = block("STATE_RATE_Q", n, 0)
-        fxqd_map = block("STATE_RATE_QD", n, 0)
-        fxx_map = block("STATE_RATE_X", n, n)
-    else:
-        qx_map = fxq_map = fxqd_map = fxx_map = np.zeros(0, dtype=np.int64)
+        if implicit:
+            dqdd_map = block("STATE_RESIDUAL_QDD", n, 0)
+            dq_map = block("STATE_RESIDUAL_Q", n, 0)
+            dqd_map = block("STATE_RESIDUAL_QD", n, 0)
+            dxd_map = block("STATE_RESIDUAL_XD", n, n)
+            dxd_rows, dxd_cols = (_ints(v) for v in patterns["STATE_RESIDUAL_XD"])
+            dx_map = block("STATE_RESIDUAL_X", n, n)
+            d_rows, dlam_cols = (_ints(v) for v in patterns["STATE_RESIDUAL_LAM"])
+            d_rows = d_rows + n  # the states' rows of K
+        else:
+            fxq_map = block("STATE_RATE_Q", n, 0)
+            fxqd_map = block("STATE_RATE_QD", n, 0)
+            fxx_map = block("STATE_RATE_X", n, n)
     sdiag = np.array([where[(n + i, n + i)] for i in range(nd)], dtype=np.int64)
     keys = sorted(where, key=where.__getitem__)
     h_rows = np.array([k[0] for k in keys], dtype=np.int64)
     h_cols = np.array([k[1] for k in keys], dtype=np.int64)
     a_rows, a_cols = (_ints(v) for v in patterns["PHI_Q"])
     mass_rows, mass_cols = (_ints(v) for v in patterns["MASS"])
+    kkt = kkt_plan(
+        nh, m, h_rows, h_cols, a_rows, a_cols, (d_rows, dlam_cols) if d_rows.size else None
+    )
+    dlam_pos = np.array(
+        [kkt_position(kkt, int(r), nh + int(j)) for r, j in zip(d_rows, dlam_cols, strict=True)],
+        dtype=np.int64,
+    )
     return NewtonPlan(
-        kkt=kkt_plan(nh, m, h_rows, h_cols, a_rows, a_cols),
+        kkt=kkt,
         nh=nh,
         h_rows=h_rows,
         h_cols=h_cols,
@@ -137,6 +184,15 @@ def newton_plan(n: int, m: int, nd: int, patterns: dict[str, tuple[Any, Any]]) -
         fxq_map=fxq_map,
         fxqd_map=fxqd_map,
         fxx_map=fxx_map,
+        dqdd_map=dqdd_map,
+        dq_map=dq_map,
+        dqd_map=dqd_map,
+        dxd_map=dxd_map,
+        dx_map=dx_map,
+        dlam_pos=dlam_pos,
+        dlam_cols=dlam_cols,
+        dxd_rows=dxd_rows,
+        dxd_cols=dxd_cols,
         sdiag=sdiag,
         mass_rows=mass_rows,
         mass_cols=mass_cols,
@@ -151,6 +207,11 @@ BLOCKS = (
     "MASS", "MASS_A_Q", "PHI_Q_LAM_Q", "FORCE_Q", "FORCE_QD", "PHI_Q", "FORCE_X",
     "STATE_RATE_Q", "STATE_RATE_QD", "STATE_RATE_X",
 )  # fmt: skip
+#: The blocks of implicit user states (in place of the STATE_RATE ones).
+RESIDUAL_BLOCKS = (
+    "STATE_RESIDUAL_QDD", "STATE_RESIDUAL_Q", "STATE_RESIDUAL_QD", "STATE_RESIDUAL_LAM",
+    "STATE_RESIDUAL_XD", "STATE_RESIDUAL_X",
+)  # fmt: skip
 
 
 def plan_for(module: Any) -> NewtonPlan:
@@ -158,12 +219,13 @@ def plan_for(module: Any) -> NewtonPlan:
     plan = getattr(module, "_mbdgen_newton_plan", None)
     if plan is None:
         nd = int(getattr(module, "N_STATES", 0))
+        implicit = bool(getattr(module, "IMPLICIT_STATES", False))
         patterns = {
             b: (getattr(module, f"{b}_ROWS"), getattr(module, f"{b}_COLS"))
-            for b in BLOCKS
+            for b in BLOCKS + (RESIDUAL_BLOCKS if implicit else ())
             if nd > 0 or not b.startswith(("STATE_RATE", "FORCE_X"))
         }
-        plan = newton_plan(module.N_COORDINATES, module.N_CONSTRAINTS, nd, patterns)
+        plan = newton_plan(module.N_COORDINATES, module.N_CONSTRAINTS, nd, patterns, implicit)
         module._mbdgen_newton_plan = plan
     return plan
 
@@ -210,6 +272,14 @@ class Workspace(NamedTuple):
     fxqd: np.ndarray
     fxx: np.ndarray
     qx: np.ndarray
+    dqdd: np.ndarray  # implicit states: the residual's partials' values
+    dq: np.ndarray
+    dqd: np.ndarray
+    dlam: np.ndarray
+    dxd: np.ndarray
+    dx: np.ndarray
+    xjac: np.ndarray  # d_Ẋ at the start (dense, nd × nd), then its LU factors
+    xpiv: np.ndarray
     active: np.ndarray
     plan: NewtonPlan
     hval: np.ndarray  # H's values
@@ -229,9 +299,11 @@ def workspace(
     nd: int = 0,
     n_params: int = 0,
     active: np.ndarray | None = None,
+    implicit: bool = False,
 ) -> Workspace:
     """The sparse workspace of :func:`mbdgen.runtime.hht.index3_chunk`, arguments as
     :func:`mbdgen.runtime.hht.workspace` (no array of n² or more entries)."""
+    ni = nd if implicit else 0
     weights = row_weights(m, active)
     kkt = plan.kkt
     N = kkt.size
@@ -276,6 +348,14 @@ def workspace(
         fxqd=values(plan.fxqd_map),
         fxx=values(plan.fxx_map),
         qx=values(plan.qx_map),
+        dqdd=values(plan.dqdd_map),
+        dq=values(plan.dq_map),
+        dqd=values(plan.dqd_map),
+        dlam=values(plan.dlam_pos),
+        dxd=values(plan.dxd_map),
+        dx=values(plan.dx_map),
+        xjac=np.zeros((ni, ni)),
+        xpiv=np.zeros(ni, dtype=np.int64),
         active=weights,
         plan=plan,
         hval=np.zeros(plan.h_rows.shape[0]),
@@ -297,7 +377,10 @@ def module_workspace(
     """:func:`workspace` for a generated module (its plan from :func:`plan_for`)."""
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     nd = int(getattr(module, "N_STATES", 0))
-    return workspace(plan_for(module), n, m, t_out, nd=nd, n_params=n_params, active=active)
+    implicit = bool(getattr(module, "IMPLICIT_STATES", False))
+    return workspace(
+        plan_for(module), n, m, t_out, nd=nd, n_params=n_params, active=active, implicit=implicit
+    )
 
 
 # --- the linear algebra of the index-3 loop on the sparse patterns --------------------
@@ -332,9 +415,10 @@ def _assemble(ws):
 
 
 @njit(cache=True)
-def _scatter_h(n, m, nd, alpha, bh2, gh, gx, ws):
+def _scatter_h(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     """H's values from M and the blocks (Eq. 14; the states' blocks of
-    :func:`mbdgen.runtime.hht.state_matrix`)."""
+    :func:`mbdgen.runtime.hht.state_matrix` or, ``implicit``, of
+    :func:`mbdgen.runtime.hht.implicit_state_blocks`)."""
     plan = ws.plan
     h = ws.hval
     c = 1.0 / (1.0 + alpha)
@@ -349,7 +433,20 @@ def _scatter_h(n, m, nd, alpha, bh2, gh, gx, ws):
         h[plan.fq_map[e]] -= ws.fq[e] * bh2
     for e in range(plan.fqd_map.shape[0]):
         h[plan.fqd_map[e]] -= ws.fqd[e] * gh
-    if nd > 0:
+    if nd > 0 and implicit:
+        for e in range(plan.qx_map.shape[0]):
+            h[plan.qx_map[e]] -= gx * ws.qx[e]
+        for e in range(plan.dqdd_map.shape[0]):
+            h[plan.dqdd_map[e]] += ws.dqdd[e]
+        for e in range(plan.dq_map.shape[0]):
+            h[plan.dq_map[e]] += bh2 * ws.dq[e]
+        for e in range(plan.dqd_map.shape[0]):
+            h[plan.dqd_map[e]] += gh * ws.dqd[e]
+        for e in range(plan.dxd_map.shape[0]):
+            h[plan.dxd_map[e]] += ws.dxd[e]
+        for e in range(plan.dx_map.shape[0]):
+            h[plan.dx_map[e]] += gx * ws.dx[e]
+    elif nd > 0:
         for e in range(plan.qx_map.shape[0]):
             h[plan.qx_map[e]] -= gx * ws.qx[e]
         for e in range(plan.fxq_map.shape[0]):
@@ -363,11 +460,37 @@ def _scatter_h(n, m, nd, alpha, bh2, gh, gx, ws):
 
 
 @njit(cache=True)
-def sparse_newton(n, m, nd, alpha, bh2, gh, gx, ws):
+def sparse_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     """The Newton matrix of Negrut et al. 2007, Eq. 12 (module docstring) into
-    ``ws.val``, from the blocks' values the ``*_values`` kernels wrote into ``ws``."""
-    _scatter_h(n, m, nd, alpha, bh2, gh, gx, ws)
+    ``ws.val``, from the blocks' values the ``*_values`` kernels wrote into ``ws``
+    (``implicit``: the residual's, with d_λ in B; a removed redundant row's λ_j, whose
+    equation is λ_j = 0, does not enter it, as in the dense matrix)."""
+    _scatter_h(n, m, nd, implicit, alpha, bh2, gh, gx, ws)
     _assemble(ws)
+    if nd > 0 and implicit:
+        plan = ws.plan
+        for e in range(plan.dlam_pos.shape[0]):
+            ws.val[plan.dlam_pos[e]] += ws.active[plan.dlam_cols[e]] * ws.dlam[e]
+
+
+@njit(cache=True)
+def sparse_implicit_noise(ws):
+    """:func:`mbdgen.runtime.hht.dense_implicit_noise` from the blocks' values."""
+    plan = ws.plan
+    diag = np.zeros(ws.xjac.shape[0])
+    for e in range(plan.dxd_rows.shape[0]):
+        if plan.dxd_rows[e] == plan.dxd_cols[e]:
+            diag[plan.dxd_rows[e]] += ws.dxd[e]
+    return hht._noise_ratio(ws.dqdd, ws.dlam, diag)
+
+
+@njit(cache=True)
+def sparse_state_jacobian(ws):
+    """``ws.xjac`` ← d_Ẋ of the implicit states (dense, from its values), for Ẋ_0."""
+    ws.xjac[:] = 0.0
+    plan = ws.plan
+    for e in range(plan.dxd_rows.shape[0]):
+        ws.xjac[plan.dxd_rows[e], plan.dxd_cols[e]] += ws.dxd[e]
 
 
 @njit(cache=True)
@@ -470,5 +593,7 @@ hht.register_linear_algebra(
         "r_prev": sparse_r_prev,
         "mass_scale": sparse_mass_scale,
         "record": sparse_record,
+        "state_jacobian": sparse_state_jacobian,
+        "implicit_noise": sparse_implicit_noise,
     },
 )

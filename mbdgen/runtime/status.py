@@ -6,6 +6,7 @@ NONFINITE = 2
 STEP_SIZE_COLLAPSE = 3
 REPARTITION = 4
 NEWTON_FAILED = 5
+SINGULAR_STATES = 6  # d_Ẋ of the implicit user states is singular at the start
 
 MESSAGES = {
     OK: "finished",
@@ -25,5 +26,9 @@ MESSAGES = {
     NEWTON_FAILED: (
         "Newton's method did not solve Φ(u, v, t) = 0 for the dependent coordinates: the "
         "step is too large or the mechanism is near a singular configuration"
+    ),
+    SINGULAR_STATES: (
+        "the user states' d_Ẋ is singular at the start: their residuals d(Ẋ, X, q, q̇, q̈, λ, "
+        "t) = 0 do not determine Ẋ there (Negrut et al. 2007, Eq. 8a)"
     ),
 }

@@ -11,6 +11,9 @@ differentiates numerically (DESIGN rule 2):
   and Q_X: the d = Ẋ − f row of Eq. 12 (d_Ẋ = I, d_X = −f_X, d_q = −f_q, d_q̇ = −f_q̇,
   d_q̈ = d_λ = 0) and the column of Q's dependence on X (the −Π column of Eq. 12,
   with the force states F eliminated)                       (Negrut et al. 2007, Eq. 8a)
+* the states' residual d(Ẋ, X, q, q̇, q̈, λ, t) of the implicit form and its partials
+  d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X: the general third block row of Eq. 12 (an explicit
+  state's row is d = Ẋ − f)                                  (Negrut et al. 2007, Eq. 8a)
 * the kinetic and potential energy [T, V]                 (Haug 1989, Eq. 7.5.13)
   and the power P = q̇ᵀ(Q + V_qᵀ) of the applied forces V does not account for
   (dampers, motors, time-dependent loads): d(T + V)/dt = P + λᵀΦ_t, the energy
@@ -59,6 +62,12 @@ class SymbolicSystem:
     blocks: dict[str, sp.Matrix]
     patterns: dict[str, tuple[tuple[int, int], ...]]
     x: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    #: The residual kernels' symbols: Ẋ (nd), q̈ (n) and λ of each constraint row (m),
+    #: as :mod:`mbdgen.model.states` makes them (``xd``, ``qdd``, ``lam`` arguments).
+    xd: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    qdd: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    multipliers: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    implicit: bool = False
 
     def __repr__(self) -> str:  # the matrices can be huge: keep tracebacks readable
         return f"SymbolicSystem({self.model.name!r}, n={self.n}, m={self.m}, nd={self.nd})"
@@ -141,10 +150,53 @@ def derive_state_blocks(
 
 
 def state_column(states: tuple) -> tuple[sp.Matrix, sp.Matrix]:
-    """(X, f) of the user ``states`` as columns (0×1 when there are none)."""
+    """(X, f) of the user ``states`` as columns (0×1 when there are none); an implicit
+    state's f is 0 (its row is the residual's, :func:`derive_residual_blocks`)."""
     if not states:
         return sp.zeros(0, 1), sp.zeros(0, 1)
-    return sp.Matrix([s.symbol for s in states]), sp.Matrix([s.rate for s in states])
+    rates = [sp.S.Zero if s.rate is None else s.rate for s in states]
+    return sp.Matrix([s.symbol for s in states]), sp.Matrix(rates)
+
+
+def residual_symbols(
+    states: tuple, coordinates: tuple, constraint_names: tuple
+) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
+    """The columns of Ẋ (nd), q̈ (n) and λ (m) symbols that residuals are written in
+    (:func:`mbdgen.model.states.derivative`, ``acceleration``, ``multiplier``)."""
+    from mbdgen.model.states import acceleration, derivative, multiplier
+
+    def column(items: list) -> sp.Matrix:
+        return sp.Matrix(items) if items else sp.zeros(0, 1)
+
+    return (
+        column([derivative(s.name) for s in states]),
+        column([acceleration(c.name) for c in coordinates]),
+        column([multiplier(name) for name in constraint_names]),
+    )
+
+
+def derive_residual_blocks(
+    q: sp.Matrix,
+    qd: sp.Matrix,
+    qdd: sp.Matrix,
+    lam: sp.Matrix,
+    x: sp.Matrix,
+    xd: sp.Matrix,
+    states: tuple,
+) -> dict[str, sp.Matrix]:
+    """The residual d(Ẋ, X, q, q̇, q̈, λ, t) of the user ``states`` (Negrut et al. 2007,
+    Eq. 8a; an explicit state's row is Ẋ − f) and its partials, the blocks of the
+    third block row of Eq. 12: [d_q̈ + βh² d_q + γh d_q̇, d_λ, d_Ẋ + ρ′h d_X]."""
+    d = sp.Matrix([s.d() for s in states]) if states else sp.zeros(0, 1)
+    return {
+        "state_residual": d,
+        "state_residual_qdd": _jac(d, qdd),
+        "state_residual_q": _jac(d, q),
+        "state_residual_qd": _jac(d, qd),
+        "state_residual_lam": _jac(d, lam),
+        "state_residual_xd": _jac(d, xd),
+        "state_residual_x": _jac(d, x),
+    }
 
 
 def _power(q: sp.Matrix, qd: sp.Matrix, Q: sp.Matrix, V: sp.Expr) -> sp.Expr:
@@ -187,6 +239,12 @@ def derive(model: Model) -> SymbolicSystem:
     x, rates = state_column(model.states)  # type: ignore[arg-type]
     blocks.update(derive_state_blocks(q, qd, x, rates))
     blocks["force_x"] = _jac(model.force, x)  # type: ignore[arg-type]
+    xd, qdd, mult = residual_symbols(
+        model.states,  # type: ignore[arg-type]
+        model.coordinates,  # type: ignore[arg-type]
+        model.constraint_names,  # type: ignore[arg-type]
+    )
+    blocks.update(derive_residual_blocks(q, qd, qdd, mult, x, xd, model.states))  # type: ignore[arg-type]
     patterns = {name: _pattern(mat) for name, mat in blocks.items()}
     return SymbolicSystem(
         model=model,
@@ -198,4 +256,8 @@ def derive(model: Model) -> SymbolicSystem:
         blocks=blocks,
         patterns=patterns,
         x=x,
+        xd=xd,
+        qdd=qdd,
+        multipliers=mult,
+        implicit=any(s.implicit for s in model.states),  # type: ignore[attr-defined]
     )

@@ -19,21 +19,22 @@ The instances of a type become integer tables:
 Symbolic work is per type; per instance it is integer bookkeeping only, so a chain of
 512 links costs what a chain of 8 does (DESIGN "Scale: element kernels").
 
-The user states' rates Ẋ = f(q, q̇, X, t) are whole-model user expressions: they are
-derived once over the global symbols (:func:`~mbdgen.symbolic.derive.derive_state_blocks`)
-and printed flat.
+The user states' rates Ẋ = f(q, q̇, X, t) and residuals d(Ẋ, X, q, q̇, q̈, λ, t) are
+whole-model user expressions: they are derived once over the global symbols
+(:func:`~mbdgen.symbolic.derive.derive_state_blocks`,
+:func:`~mbdgen.symbolic.derive.derive_residual_blocks`) and printed flat.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
-from mbdgen.codegen.abi import BLOCK_SHAPES, SPARSE_BLOCKS, STATE_RATE_BLOCKS
+from mbdgen.codegen.abi import BLOCK_SHAPES, SPARSE_BLOCKS, STATE_BLOCKS
 from mbdgen.model.elements import (
     SLOT_SIZES,
     Body,
@@ -46,7 +47,9 @@ from mbdgen.symbolic.derive import (
     _jac,
     _pattern,
     derive_blocks,
+    derive_residual_blocks,
     derive_state_blocks,
+    residual_symbols,
     state_column,
 )
 
@@ -99,11 +102,16 @@ class ElementSystem:
     types: tuple[TypeSystem, ...]
     patterns: dict[str, tuple[tuple[int, int], ...]]
     reaction_names: tuple[str, ...]
-    #: Global symbols and the states' blocks (:data:`~mbdgen.codegen.abi.STATE_RATE_BLOCKS`).
+    #: Global symbols and the states' blocks (:data:`~mbdgen.codegen.abi.STATE_BLOCKS`).
     q: sp.Matrix
     qd: sp.Matrix
     x: sp.Matrix
     state_blocks: dict[str, sp.Matrix]
+    #: The residual kernels' symbols Ẋ, q̈, λ (:func:`~mbdgen.symbolic.derive.residual_symbols`).
+    xd: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    qdd: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    multipliers: sp.Matrix = field(default_factory=lambda: sp.zeros(0, 1))
+    implicit: bool = False
 
     def __repr__(self) -> str:
         return f"ElementSystem({self.mechanism.name!r}, {len(self.types)} types)"
@@ -265,12 +273,14 @@ def derive_mechanism(mech: Mechanism, cache: Any = None) -> ElementSystem:
     gqd = sp.Matrix(mech.velocities)
     gx, rates = state_column(mech.states)
     state_blocks = derive_state_blocks(gq, gqd, gx, rates)
+    gxd, gqdd, glam = residual_symbols(mech.states, mech.coordinates, mech.constraint_names)
+    state_blocks.update(derive_residual_blocks(gq, gqd, gqdd, glam, gx, gxd, mech.states))
     global_patterns: dict[str, tuple[tuple[int, int], ...]] = {
         name: _pattern(mat) for name, mat in state_blocks.items()
     }
     entries: dict[str, list[np.ndarray]] = {}
     for block in SPARSE_BLOCKS:
-        if block in STATE_RATE_BLOCKS:
+        if block in STATE_BLOCKS:
             continue
         parts = [
             _global_entries(block, r[7][block], r[10], r[12], r[14]).reshape(-1, 2)
@@ -293,7 +303,7 @@ def derive_mechanism(mech: Mechanism, cache: Any = None) -> ElementSystem:
     ) in zip(raw, extra, strict=True):
         pos: dict[str, np.ndarray] = {}
         for block in SPARSE_BLOCKS:
-            if block in STATE_RATE_BLOCKS:
+            if block in STATE_BLOCKS:
                 continue
             uniq = entries[block][0]
             local = patterns[block]
@@ -339,4 +349,8 @@ def derive_mechanism(mech: Mechanism, cache: Any = None) -> ElementSystem:
         qd=gqd,
         x=gx,
         state_blocks=state_blocks,
+        xd=gxd,
+        qdd=gqdd,
+        multipliers=glam,
+        implicit=any(s.implicit for s in mech.states),
     )
