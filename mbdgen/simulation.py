@@ -104,6 +104,25 @@ def check_states_supported(module: ModuleType, spec: Method) -> None:
             f"method {spec.name!r} cannot integrate user states, and model "
             f"{module.MODEL_NAME!r} has {n_states} ({names}); {hint}"
         )
+    reads = _states_reading_accelerations(module)
+    if reads and spec.error_controlled:
+        raise MbdgenError(
+            f"model {module.MODEL_NAME!r}: state(s) {', '.join(reads)} read q̈ or λ, which "
+            f"{spec.name!r} cannot yet integrate under error control (index-3 noise in q̈ "
+            "and λ makes the states' error estimate reject every step); use 'genalpha' or "
+            "'hht' with hht_alpha = 0 at a fixed step"
+        )
+
+
+def _states_reading_accelerations(module: ModuleType) -> list[str]:
+    """Names of the implicit states whose residual d depends on q̈ or λ (non-empty
+    rows of d_q̈ or d_λ in the module's patterns)."""
+    if not getattr(module, "IMPLICIT_STATES", False):
+        return []
+    rows = set()
+    for pattern in ("STATE_RESIDUAL_QDD_ROWS", "STATE_RESIDUAL_LAM_ROWS"):
+        rows.update(int(i) for i in getattr(module, pattern, ()))
+    return [module.STATE_NAMES[i] for i in sorted(rows)]
 
 
 def derived_quantities(
