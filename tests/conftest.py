@@ -91,6 +91,46 @@ def pendulum_exact(pendulum):
     return {"q": q, "qd": qd, "qdd": qdd, "lam": lam}
 
 
+def stateful_residual(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized, e3):
+    """e = [e1; e2; e3](q̈_{n+1}, λ_{n+1}, Ẋ_{n+1}) of Negrut et al. 2007, Eq. 13, through
+    the runtime's updates and residual run as plain Python (``ctrl``: HHT's or, with
+    ``generalized``, generalized-α's control vector), for finite differences of the
+    Newton matrix of a model with user states.  ``e3(t1, q1, qd1, qdd1, lam1, xd1, p)``
+    is the states' block (Ẋ − f explicit, d(…) implicit).  Returns (e, q1, qd1, p, M,
+    Φ_q) at the iterate ``z`` = [q̈; λ; Ẋ]."""
+    from mbdgen.inputs import parameter_vector
+    from mbdgen.runtime import hht as rt
+
+    n, m, nd = module.N_COORDINATES, module.N_CONSTRAINTS, module.N_STATES
+    beta, gamma = ctrl[rt.C_BETA], ctrl[rt.C_GAMMA]
+    q, qd, qdd = x[:n], x[n : 2 * n], x[2 * n : 3 * n]
+    X, Xd = x[3 * n + m : 3 * n + m + nd], x[3 * n + m + nd :]
+    qdd1, lam1, xd1 = z[:n].copy(), z[n : n + m].copy(), z[n + m :].copy()
+    q1, qd1, a1 = np.zeros(n), np.zeros(n), np.zeros(n)
+    if generalized:
+        am, af = ctrl[rt.C_ALPHA_M], ctrl[rt.C_ALPHA_F]
+        rt.genalpha_update.py_func(n, h, beta, gamma, am, af, q, qd, qdd, a, qdd1, a1, q1, qd1)
+        alpha, bh2 = 0.0, beta * h * h * (1 - af) / (1 - am)
+    else:
+        rt.newmark.py_func(n, h, beta, gamma, q, qd, qdd, qdd1, q1, qd1)
+        alpha, bh2 = ctrl[rt.C_ALPHA], beta * h * h
+    p = parameter_vector(module, None)
+    x1, xb1 = np.zeros(nd), np.zeros(nd)
+    rt.state_update.py_func(
+        nd, h, ctrl[rt.C_XRHO], ctrl[rt.C_XALPHA_M], ctrl[rt.C_XALPHA_F], X, Xd, xb, xd1,
+        xb1, x1, p, module.N_PARAMETERS,
+    )  # fmt: skip
+    mass, force, phi = np.zeros((n, n)), np.zeros(n), np.zeros(m)
+    phi_q, phi_t, gam = np.zeros((m, n)), np.zeros(m), np.zeros(m)
+    module.dynamics.py_func(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
+    e = np.zeros(n + m + nd)
+    rt.residual.py_func(
+        n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, np.ones(m), e
+    )
+    e[n + m :] = e3(t1, q1, qd1, qdd1, lam1, xd1, p)
+    return e, q1, qd1, p, mass, phi_q
+
+
 def central_jacobian(residual, z):
     """Central finite differences of ``residual(z)`` (test only: DESIGN rule 2), with
     steps 1e-5·max(1, |z_j|)."""

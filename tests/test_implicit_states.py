@@ -23,7 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy as sp
-from conftest import TEST_GENERATED, TEST_MODELS, augmented, central_jacobian
+from conftest import (
+    TEST_GENERATED,
+    TEST_MODELS,
+    augmented,
+    central_jacobian,
+    stateful_residual,
+)
 from scipy.integrate import solve_ivp
 
 import mbdgen
@@ -366,40 +372,15 @@ def test_element_and_flat_paths_agree_on_residuals(implicit_pendulum, tmp_path):
 
 
 def _discretized(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized):
-    """e = [e1; e2; e3](q̈_{n+1}, λ_{n+1}, Ẋ_{n+1}) of Negrut et al. 2007, Eq. 13 with
-    e3 = d(Ẋ, X, q, q̇, q̈, λ, t) at t_{n+1}, through the runtime's updates (plain
-    Python), and what the matrix needs."""
-    n, m, nd = module.N_COORDINATES, module.N_CONSTRAINTS, module.N_STATES
-    npar = module.N_PARAMETERS
-    beta, gamma = ctrl[rt.C_BETA], ctrl[rt.C_GAMMA]
-    q, qd, qdd = x[:n], x[n : 2 * n], x[2 * n : 3 * n]
-    X, Xd = x[3 * n + m : 3 * n + m + nd], x[3 * n + m + nd :]
-    qdd1, lam1, xd1 = z[:n].copy(), z[n : n + m].copy(), z[n + m :].copy()
-    q1, qd1, a1 = np.zeros(n), np.zeros(n), np.zeros(n)
-    if generalized:
-        am, af = ctrl[rt.C_ALPHA_M], ctrl[rt.C_ALPHA_F]
-        rt.genalpha_update.py_func(n, h, beta, gamma, am, af, q, qd, qdd, a, qdd1, a1, q1, qd1)
-        alpha, bh2 = 0.0, beta * h * h * (1 - af) / (1 - am)
-    else:
-        rt.newmark.py_func(n, h, beta, gamma, q, qd, qdd, qdd1, q1, qd1)
-        alpha, bh2 = ctrl[rt.C_ALPHA], beta * h * h
-    p = parameter_vector(module, None)
-    x1, xb1 = np.zeros(nd), np.zeros(nd)
-    rt.state_update.py_func(
-        nd, h, ctrl[rt.C_XRHO], ctrl[rt.C_XALPHA_M], ctrl[rt.C_XALPHA_F], X, Xd, xb, xd1,
-        xb1, x1, p, npar,
-    )  # fmt: skip
-    mass, force, phi = np.zeros((n, n)), np.zeros(n), np.zeros(m)
-    phi_q, phi_t, gam = np.zeros((m, n)), np.zeros(m), np.zeros(m)
-    module.dynamics.py_func(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
-    e = np.zeros(n + m + nd)
-    rt.residual.py_func(
-        n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, np.ones(m), e
-    )
-    d = np.zeros(nd)
-    module.state_residual.py_func(t1, q1, qd1, qdd1, lam1, xd1, p, d)
-    e[n + m :] = d
-    return e, q1, qd1, p, mass, phi_q
+    """:func:`conftest.stateful_residual` with e3 = d(Ẋ, X, q, q̇, q̈, λ, t) at t_{n+1}
+    (the implicit form)."""
+
+    def e3(t1, q1, qd1, qdd1, lam1, xd1, p):
+        d = np.zeros(module.N_STATES)
+        module.state_residual.py_func(t1, q1, qd1, qdd1, lam1, xd1, p, d)
+        return d
+
+    return stateful_residual(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized, e3)
 
 
 @pytest.mark.parametrize(

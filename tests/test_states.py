@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from click.testing import CliRunner
-from conftest import GENERATED, MODELS, augmented, central_jacobian
+from conftest import GENERATED, MODELS, augmented, central_jacobian, stateful_residual
 from pi_pendulum_reference import closed_loop
 
 import mbdgen
@@ -416,39 +416,14 @@ def test_state_formula_damps_a_stiff_state(name):
 
 
 def _stateful_residual(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized):
-    """e = [e1; e2; e3](q̈_{n+1}, λ_{n+1}, Ẋ_{n+1}) of Negrut et al. 2007, Eq. 13 with
-    e3 = Ẋ − f, through the runtime's updates and residual (plain Python)."""
-    n, m, nd = _sizes(module)
-    npar = module.N_PARAMETERS
-    beta, gamma = ctrl[rt.C_BETA], ctrl[rt.C_GAMMA]
-    q, qd, qdd = x[:n], x[n : 2 * n], x[2 * n : 3 * n]
-    X, Xd = x[3 * n + m : 3 * n + m + nd], x[3 * n + m + nd :]
-    qdd1, lam1, xd1 = z[:n].copy(), z[n : n + m].copy(), z[n + m :].copy()
-    q1, qd1, a1 = np.zeros(n), np.zeros(n), np.zeros(n)
-    if generalized:
-        am, af = ctrl[rt.C_ALPHA_M], ctrl[rt.C_ALPHA_F]
-        rt.genalpha_update.py_func(n, h, beta, gamma, am, af, q, qd, qdd, a, qdd1, a1, q1, qd1)
-        alpha, bh2 = 0.0, beta * h * h * (1 - af) / (1 - am)
-    else:
-        rt.newmark.py_func(n, h, beta, gamma, q, qd, qdd, qdd1, q1, qd1)
-        alpha, bh2 = ctrl[rt.C_ALPHA], beta * h * h
-    p = parameter_vector(module, None)
-    x1, xb1 = np.zeros(nd), np.zeros(nd)
-    rt.state_update.py_func(
-        nd, h, ctrl[rt.C_XRHO], ctrl[rt.C_XALPHA_M], ctrl[rt.C_XALPHA_F], X, Xd, xb, xd1,
-        xb1, x1, p, npar,
-    )  # fmt: skip
-    mass, force, phi = np.zeros((n, n)), np.zeros(n), np.zeros(m)
-    phi_q, phi_t, gam = np.zeros((m, n)), np.zeros(m), np.zeros(m)
-    module.dynamics.py_func(t1, q1, qd1, p, mass, force, phi, phi_q, phi_t, gam)
-    e = np.zeros(n + m + nd)
-    rt.residual.py_func(
-        n, m, alpha, bh2, mass, force, phi, phi_q, qdd1, lam1, r_prev, np.ones(m), e
-    )
-    f = np.zeros(nd)
-    module.state_rate.py_func(t1, q1, qd1, p, f)
-    e[n + m :] = xd1 - f
-    return e, q1, qd1, p, mass, phi_q
+    """:func:`conftest.stateful_residual` with e3 = Ẋ − f (the explicit form)."""
+
+    def e3(t1, q1, qd1, qdd1, lam1, xd1, p):
+        f = np.zeros(module.N_STATES)
+        module.state_rate.py_func(t1, q1, qd1, p, f)
+        return xd1 - f
+
+    return stateful_residual(module, z, x, xb, r_prev, a, t1, h, ctrl, generalized, e3)
 
 
 @pytest.mark.parametrize(
