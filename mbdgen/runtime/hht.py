@@ -865,7 +865,9 @@ def state_matrix(
 
 
 @njit(cache=True)
-def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
+def _state_columns(n, m, nd, gx, qx, A):
+    """The states' columns of the Newton matrix above their rows, explicit or implicit
+    form alike (Eq. 12): ∂e1/∂Ẋ = −Q_X gx, ∂e2/∂Ẋ = 0."""
     o = n + m
     for i in range(n):
         for j in range(nd):
@@ -873,6 +875,12 @@ def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
     for i in range(m):
         for j in range(nd):
             A[n + i, o + j] = 0.0
+
+
+@njit(cache=True)
+def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
+    o = n + m
+    _state_columns(n, m, nd, gx, qx, A)
     for i in range(nd):
         for j in range(n):
             A[o + i, j] = -(bh2 * fxq[i, j] + gh * fxqd[i, j])
@@ -895,12 +903,7 @@ def implicit_state_blocks(n, m, nd, bh2, gh, gx, dqdd, dq, dqd, dlam, dxd, dx, q
     function's matrix).  A removed redundant row's λ_j (``active[j]`` = 0, its equation
     λ_j = 0) does not enter e3: its column of d_λ is left out."""
     o = n + m
-    for i in range(n):
-        for j in range(nd):
-            A[i, o + j] = -gx * qx[i, j]
-    for i in range(m):
-        for j in range(nd):
-            A[n + i, o + j] = 0.0
+    _state_columns(n, m, nd, gx, qx, A)
     for i in range(nd):
         for j in range(n):
             A[o + i, j] = dqdd[i, j] + bh2 * dq[i, j] + gh * dqd[i, j]
