@@ -8,6 +8,7 @@ the requested output file; output paths are checked before the run starts.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -84,11 +85,15 @@ def _interrupted(exc: BaseException | None) -> None:
     Objects torn down half-built by the interrupt (llvmlite's, during a Numba
     compilation) may complain from their finalizers; those complaints are silenced.
     """
+    sys.exit(_report_interrupt(exc))
+
+
+def _report_interrupt(exc: BaseException | None) -> int:
+    """Say how the command was stopped (one line) and return its exit code."""
     sys.unraisablehook = lambda unraisable: None
     with interrupts.ignored():
         click.echo(interrupts.describe(exc), err=True)
-        code = interrupts.exit_code(exc)
-    sys.exit(code)
+        return interrupts.exit_code(exc)
 
 
 @click.group(cls=_Group)
@@ -1144,16 +1149,33 @@ def entry() -> None:
     (tests, ``CliRunner``) call :func:`main` and are not affected.
     """
     import atexit
+    import signal
 
+    code: int = 0
     try:
-        main()
-        code: int = 0
+        # Not standalone: click would answer a Ctrl-C that lands outside a command
+        # (while it parses arguments, or between the command's end and here) with
+        # "Aborted!" and exit 1; every interrupt of mbdgen ends as 130 instead.
+        returned = main(standalone_mode=False)
+        if isinstance(returned, int) and not isinstance(returned, bool):
+            code = returned  # --help, --version: click's Exit code
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             code = exc.code or 0
         else:  # sys.exit("message")
             print(exc.code, file=sys.stderr)
             code = EXIT_ERROR
+    except (click.Abort, KeyboardInterrupt):
+        # a Ctrl-C before a command started or after it finished
+        code = _report_interrupt(None)
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    # Everything is written: a signal from here on must not turn the exit into a
+    # traceback from the teardown.
+    with contextlib.suppress(ValueError, OSError):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
