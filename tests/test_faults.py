@@ -211,8 +211,13 @@ def _wait_until_stepping(proc: subprocess.Popen) -> None:
 
 
 def test_sigterm_on_the_cli_saves_the_partial_run(tmp_path):
-    """Item 3 through the CLI: exit 143, the cause named, the steps so far on disk."""
+    """Item 3 through the CLI: exit 143, the cause named, the steps so far on disk.
+
+    The child's entry point is loaded from Numba's disk cache, filled here first: on a
+    cold cache (the first run after a runtime change) the child would still be
+    compiling when the signal comes, and rightly save nothing."""
     out = tmp_path / "run.npz"
+    mbdgen.simulate(mbdgen.compile(PENDULUM, GENERATED), h=1e-4, t_end=1e-3)
     proc = _start_long_run(out, 1000.0)
     _wait_until_stepping(proc)
     time.sleep(0.5)

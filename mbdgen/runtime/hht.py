@@ -156,6 +156,7 @@ from mbdgen.runtime.status import (
     NEWTON_FAILED,
     NONFINITE,
     OK,
+    SINGULAR,
     SINGULAR_STATES,
     STEP_SIZE_COLLAPSE,
 )
@@ -207,8 +208,9 @@ STATE_SIZE = 16
 _FAIL_ERROR = 1  # the error test
 _FAIL_NEWTON = 2  # Newton's iteration did not converge
 _FAIL_NONFINITE = 3  # a NaN or inf in the iterate
+_FAIL_SINGULAR = 4  # the iteration matrix was singular at the iterate
 #: Status of a run whose step fell below h_min, by the reason of the last failure.
-_FAILURES = np.array([STEP_SIZE_COLLAPSE, STEP_SIZE_COLLAPSE, NEWTON_FAILED, NONFINITE])
+_FAILURES = np.array([STEP_SIZE_COLLAPSE, STEP_SIZE_COLLAPSE, NEWTON_FAILED, NONFINITE, SINGULAR])
 
 # Layout of the float ``fstate`` array of the workspace (error control).
 F_T = 0  # t_n of the last accepted step
@@ -1526,6 +1528,13 @@ def index3_chunk(
             state[S_FACT] += 1
             if status != OK:
                 state[S_JAC_VALID] = 0
+                if adaptive and phase == _PH_ITER:
+                    # singular at an iterate that a too-long step's prediction threw
+                    # far off (a cubic predictor on stiff Andrews): cut the step as
+                    # for a NaN; only at h_min does the run end with SINGULAR
+                    _cut(state, fstate, hs, _FAIL_SINGULAR)
+                    phase = _PH_NEXT
+                    continue
                 return status
             uses = 0
             if phase == _PH_ITER:
