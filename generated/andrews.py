@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f43905f98b8628232f884f25ecf15e2abf6ef7ca8cda4afe9206b5f7638d9d52"
+BODY_HASH = "0a38ea6c38c7728fd650b0de9e1efac17e19bddcc10abcb0f1e1347ab1f8f30a"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -1994,3 +1994,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "afdc195b566e63755b2387b1080971390e1a065a2c1157de52037a9d99b4de8c"
+BODY_HASH = "05152dcbc8f71653c09830845de41e91e6c38186ca70ffa3cf8c4e3f6a2d3fcd"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -703,3 +703,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

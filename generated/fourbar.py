@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "89182d8d246b0d7cdbdb841883fbc95681647dce17c5fe4c6741db0a71c49ea3"
+BODY_HASH = "e633c3a77deefa2bc95b6f6371bb31c3e3ceb3eca1497fc856b1b139450a9ca5"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"
@@ -1609,3 +1609,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

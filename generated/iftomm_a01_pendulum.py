@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "54d5908f9b938c44a640bd1075539d620908e1f715862fe18fa66a5d9fdfe3aa"
+BODY_HASH = "2be1ca5495dbeeb8eab041fadaf9dcf7fc0e87567a05f2c13025911a6b13b9e8"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"
@@ -893,3 +893,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "356b3ca1c26f88466663fdf6bf99338c559fdeacaa0ed5337ac243048badd6f5"
+BODY_HASH = "a79d50df59276e095af954a4b039af1fa042055338857e2094807d282b673298"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"
@@ -1559,3 +1559,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9ef6fb87c0210703fd61fe55250a9b1088d5b01a05f31a72d73f1b9276afb2df"
+BODY_HASH = "8764c5adeafde4cb380f57944c6bf4a5be830dc30414d0247c0497c435368454"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"
@@ -1603,3 +1603,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

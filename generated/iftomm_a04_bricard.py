@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "43db9aec91c54729bce1d550cdead2fdcf1073a67300c4aa914d8b8c5f9ae6f6"
+BODY_HASH = "478bc399af86d8c3cc8cdf468af9cd384865a0b25ed0fe9c00a48ee078b6807c"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -9670,3 +9670,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

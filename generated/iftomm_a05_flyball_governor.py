@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "57b11e95aac78f4910234d096b4f8ab1003a441c97210662fb91b576cc7e2441"
+BODY_HASH = "42655de1f6381dbceae9697fb74531b05821fd5b051a0fcf7f4b60e3bf82d378"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -21582,3 +21582,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "40149f37b19840f3e80daf77ead7f0c593f7458be5e4ab82aebca3db302ae5ca"
+BODY_HASH = "2798eee03083c2fb6f564f13bebe8344ea43993027c69e124106dee7cb22b918"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
@@ -553,3 +553,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

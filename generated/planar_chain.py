@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "0183a3dad4596f1a75b61267f59a473276e3c88d6b4f5103627764cd8bb2c490"
+BODY_HASH = "de19aeb96491092b6548dc7e06b0aa122202eef6d8be93ebae961869393a1869"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -1559,3 +1559,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "984bbd367a569dfa57f4975b326e99d3beb5e107b61b270ebc452e8bc4692e55"
+BODY_HASH = "d12e9aa9e6786246c386f81ebcf057261ff59c30dc0dfd4893c92d70ef01555a"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -641,3 +641,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "123269f134761de67263c74b56773bc8bd2418451012ed470cabe8e2eeacf71b"
+BODY_HASH = "797bfe69d996661c22a11fae85543d33b76dee66e33ac5d244fe97593bce089e"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"
@@ -1985,3 +1985,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b6a95802030efd2645001f49715a719f6c61f8beb880850a9729f3f2c29015ea"
+BODY_HASH = "dbb1c318739e714b6e3724b6bd4219362365219a2dadd9bb7bb7218a729223a1"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -10132,3 +10132,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "fbd4a44456e09104"
-ABI_HASH = "4b50aeddd34dd613"
+COMPILER_HASH = "6187e1c9354a0962"
+ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4a229db268e2a1bd90be1f1e89b97b3f27a7399157b065b0320327310cb7d016"
+BODY_HASH = "42eebb67ccc9eb8fee8e0b02e2deae3d088464ada6fef449c3733e100443b7e5"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -8849,3 +8849,9 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
     return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy_rows(t, q, qd, lam, p, states, energy_out):
+    """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)

@@ -829,6 +829,12 @@ def methods() -> None:
     help="Only the chain bench: time to 1e-6 against a hand-written O(N) Numba RK4 (and "
     "MuJoCo if installed) for N = 8..128, and per-step cost against N.",
 )
+@click.option(
+    "--new-models",
+    is_flag=True,
+    help="Only the latency of a new model: every example model copied as a new file, "
+    "from a fresh process to the end of its first ABM step (goal < 10 s).",
+)
 def bench(
     quick: bool,
     output: str | None,
@@ -836,11 +842,24 @@ def bench(
     scale_only: bool,
     sweep_runs: int | None,
     chain: bool,
+    new_models: bool,
 ) -> None:
-    """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop,
-    and the cold compile time and module size of planar N-link chains."""
+    """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop, the
+    cold compile time and module size of planar N-link chains, and (full run) how long
+    a new model takes to its first step."""
     from mbdgen.bench import report, run, scale, scale_report
 
+    if new_models:
+        from mbdgen.bench import new_model_latency, new_model_report
+
+        rows = new_model_latency()
+        click.echo(new_model_report(rows))
+        if output:
+            import json
+
+            Path(output).write_text(json.dumps(rows, indent=2))
+            click.echo(f"wrote {output}")
+        return
     if chain:
         from mbdgen import bench_chain
 
@@ -882,6 +901,12 @@ def bench(
         results["scale"] = rows
         click.echo("")
         click.echo(scale_report(rows))
+    if not (quick or scale_only):
+        from mbdgen.bench import new_model_latency, new_model_report
+
+        results["new_models"] = new_model_latency()
+        click.echo("")
+        click.echo(new_model_report(results["new_models"]))
     if output:
         import json
 

@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from mbdgen import geometry, interrupts
-from mbdgen.analysis.assembly import CONSISTENCY_TOL, RemovedRows, removable_rows
+from mbdgen.analysis.assembly import (
+    CONSISTENCY_TOL,
+    RemovedRows,
+    constraint_residuals,
+    removable_rows,
+)
 from mbdgen.diagnose import explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
@@ -29,7 +34,14 @@ from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
 from mbdgen.runtime import partition, shared
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
-from mbdgen.steppers import CHUNK_STEPS, CONSTRAINT_HANDLING, FAMILIES, Run, Stepper
+from mbdgen.steppers import (
+    CHUNK_STEPS,
+    CONSTRAINT_HANDLING,
+    FAMILIES,
+    Run,
+    Stepper,
+    evaluation_kernel,
+)
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -130,8 +142,9 @@ def derived_quantities(
 ) -> None:
     """Fill ``result``'s energy (T, V), power P and joint reactions from the kernels.
 
-    One call of the module's cached ``derived`` entry point over all output rows.
-    :func:`simulate` runs it without reactions for the energy check, and attaches it
+    One call of the module's cached ``energy_rows`` entry point (without reactions) or
+    ``derived`` (with them) over all output rows.  :func:`simulate` runs it without
+    reactions for the energy check, and attaches it
     to the Result, which runs it again with reactions on their first use (or on
     save), so runs that never look at reactions pay neither time nor memory for them.
     """
@@ -144,13 +157,18 @@ def derived_quantities(
     if rows * n_react * 12 > MAX_REACTION_VALUES:
         n_react = 0
     energy = np.zeros((rows, 3))
-    react = np.zeros((rows, n_react, 12))
     q = np.ascontiguousarray(result.q)
     qd = np.ascontiguousarray(result.qd)
     lam = np.ascontiguousarray(result.lam)
     t = np.ascontiguousarray(result.t)
     states = np.ascontiguousarray(result.states)  # each row's X into the tail of p
-    module.derived(t, q, qd, lam, np.asarray(p, dtype=np.float64), states, energy, react)
+    p = np.asarray(p, dtype=np.float64)
+    if n_react == 0 and hasattr(module, "energy_rows"):
+        # no reactions kernel to compile (3-8 s for a spatial model on a cold cache)
+        module.energy_rows(t, q, qd, lam, p, states, energy)
+    else:
+        react = np.zeros((rows, n_react, 12))
+        module.derived(t, q, qd, lam, p, states, energy, react)
     if not getattr(module, "HAS_POTENTIAL", True):
         energy[:, 1:] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
     result._energy = np.ascontiguousarray(energy[:, :2])
@@ -262,13 +280,15 @@ def _redundant_rows(
     constraints: str,
     newton_tol: float,
     assembled: bool,
+    kernel: str = "phi",
 ) -> RemovedRows:
     """Redundant rows of Φ_q(q0) to leave out of the integration (λ = 0 there), for a
     consistent q0 (:func:`~mbdgen.analysis.assembly.removable_rows`); GCP and the
     hybrid algorithm, which solve for one dependent coordinate per row, refuse them."""
     removed = removable_rows(
-        module, t0, q0, p, tol=max(CONSISTENCY_TOL, newton_tol), assembled=assembled
-    )
+        module, t0, q0, p, tol=max(CONSISTENCY_TOL, newton_tol), assembled=assembled,
+        kernel=kernel,
+    )  # fmt: skip
     if removed and constraints in ("gcp", "hybrid"):
         raise MbdgenError(
             f"constraints={constraints!r} cannot run a mechanism with redundant constraints "
@@ -396,6 +416,7 @@ def _consistent_start(
     p: np.ndarray,
     params: Mapping[str, float] | None,
     tol: float,
+    kernel: str = "phi",
 ) -> tuple[np.ndarray, dict[str, float] | None]:
     """q0, q̇0 made consistent for the error-controlled index-3 methods, as MSC.ADAMS
     runs its initial-conditions analysis before an HHT run (Negrut et al. 2007, §4).
@@ -403,18 +424,16 @@ def _consistent_start(
     Their error test (Eq. 25) counts the first step's correction of Φ(q0) as local
     error of q, whatever h: an inconsistency above ε (4e-5 on the slider-crank's
     rounded q0) would reject every step.  Returns the state and what was removed
-    (‖Φ(q0)‖∞, ‖Φ_q q̇0 + Φ_t‖∞), or None when q0, q̇0 were consistent to ``tol``.
+    (‖Φ(q0)‖∞, ‖Φ_q q̇0 + Φ_t‖∞, evaluated by ``kernel``: :func:`constraint_residuals`),
+    or None when q0, q̇0 were consistent to ``tol``.
     """
     from mbdgen.analysis.assembly import assemble as assemble_state
 
-    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    phi, phi_q, phi_t = np.zeros(m), np.zeros((m, n)), np.zeros(m)
-    module.phi(t0, x[:n], p, phi)
-    module.phi_q(t0, x[:n], p, phi_q)
-    module.phi_t(t0, x[:n], p, phi_t)
+    n = module.N_COORDINATES
+    phi, phid = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)
     before = {
         "phi": float(np.abs(phi).max(initial=0.0)),
-        "phid": float(np.abs(phi_q @ x[n:] + phi_t).max(initial=0.0)),
+        "phid": float(np.abs(phid).max(initial=0.0)),
     }
     if max(before.values()) <= tol:
         return x, None
@@ -604,11 +623,13 @@ def simulate(
             module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=newton_tol
         )
         x = np.concatenate([assembled.q, assembled.qd])
-    removed = _redundant_rows(module, t0, x[:n], p, constraints, newton_tol, assemble is not False)
+    kernel = evaluation_kernel(module, spec.family, constraints)
+    removed = _redundant_rows(
+        module, t0, x[:n], p, constraints, newton_tol, assemble is not False, kernel
+    )
     rows = n_steps // output_every + 1
     warned: list[str] = []
-    phi0 = np.zeros(m)
-    module.phi(t0, x[:n], p, phi0)
+    phi0, _ = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)
     phi0_norm = float(np.linalg.norm(phi0))
     if not phi0_norm <= phi_tol:
         worst = int(np.argmax(np.abs(np.nan_to_num(phi0, nan=np.inf))))
@@ -621,7 +642,7 @@ def simulate(
             raise MbdgenError(warned[-1])
     projected = None
     if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
-        x, projected = _consistent_start(module, t0, x, p, params, newton_tol)
+        x, projected = _consistent_start(module, t0, x, p, params, newton_tol, kernel)
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
         if constraints == "gcp" and shared.sparse_gcp(module):

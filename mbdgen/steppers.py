@@ -250,6 +250,19 @@ def _entry_point(run: Run, name: str) -> Any:
     return getattr(run.module, name)
 
 
+def evaluation_kernel(module: ModuleType, family: str, constraints: str) -> str:
+    """The kernel that evaluates M, Q, Φ, Φ_q, Φ_t, γ in the entry point a run of
+    ``family`` under ``constraints`` calls: "dynamics_values" (M and Φ_q as values on
+    their patterns) for a sparse module's index-1, sparse GCP and index-3 runs, else
+    "dynamics" (:data:`mbdgen.codegen.abi.ENTRY_POINTS`, :func:`mbdgen.runtime.shared.entry`).
+    The checks at t0 evaluate Φ with it, so that they compile no kernel of their own."""
+    if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse" or family in ("welch", "newmark_gcp"):
+        return "dynamics"
+    if constraints == "hybrid" or (constraints == "gcp" and not shared.sparse_gcp(module)):
+        return "dynamics"
+    return "dynamics_values"
+
+
 def _index1_plan(module: Any) -> sparse.KktPlan:
     """The module's sparse index-1 plan, computed once per module object."""
     plan = getattr(module, "_mbdgen_index1_plan", None)

@@ -258,3 +258,14 @@ def test_scale_table_reports_compile_time_and_module_size():
     assert row["code_bytes"] + row["data_bytes"] == row["bytes"]
     assert 0 < row["generate_s"] and 0 < row["jit_s"] and row["pass_cold"] in (True, False)
     assert "planar N-link chains" in bench.scale_report([row])
+
+
+def test_new_model_table_times_a_copy_in_a_fresh_process():
+    """`mbdgen bench --new-models` runs this for every example model (numbers in the
+    design notes); here the pendulum only.  The copy is new to Numba's cache, so its
+    kernels compile (compilations > 0) while the element types are not derived again."""
+    (row,) = bench.new_model_latency(["pendulum"])
+    assert row["model"] == "pendulum" and "error" not in row, row
+    assert row["start_to_first_step_s"] >= row["generate_s"] + row["first_step_s"] > 0
+    assert row["numba_compilations"] > 0 and row["pass"] in (True, False)
+    assert "a new model file" in bench.new_model_report([row])

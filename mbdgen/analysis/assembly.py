@@ -74,6 +74,62 @@ class Assembly:
         )
 
 
+def _constraint_blocks(
+    module: ModuleType, t: float, q: np.ndarray, qd: np.ndarray, p: np.ndarray, kernel: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Φ, Φ_q and Φ_t from one call of ``kernel`` ("dynamics" or "dynamics_values"; Φ_q
+    then as values on PHI_Q_ROWS/COLS) or of the ``phi``, ``phi_q``, ``phi_t`` kernels."""
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    if kernel == "phi":
+        return tuple(_kernel(module, name, t, q, p) for name in ("phi", "phi_q", "phi_t"))
+    phi, phi_t, force, gamma = np.zeros(m), np.zeros(m), np.zeros(n), np.zeros(m)
+    if kernel == "dynamics_values":
+        mass, phi_q = np.zeros(len(module.MASS_ROWS)), np.zeros(len(module.PHI_Q_ROWS))
+    else:
+        mass, phi_q = np.zeros((n, n)), np.zeros((m, n))
+    getattr(module, kernel)(float(t), q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    return phi, phi_q, phi_t
+
+
+def constraint_residuals(
+    module: ModuleType,
+    t: float,
+    q: np.ndarray,
+    qd: np.ndarray,
+    p: np.ndarray,
+    kernel: str = "phi",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Φ(q, t) and Φ̇ = Φ_q q̇ + Φ_t, from ``kernel``: "dynamics" or "dynamics_values",
+    the kernel a run's entry point evaluates (:func:`mbdgen.steppers.evaluation_kernel`),
+    so that checking the start compiles nothing the run does not (``phi`` took 1.5-3.8 s
+    to compile for the spatial examples); "phi" uses the ``phi``, ``phi_q``, ``phi_t``
+    kernels.  No m × n array is made for the values kernel."""
+    qd = np.ascontiguousarray(qd, dtype=np.float64)
+    phi, phi_q, phi_t = _constraint_blocks(
+        module, t, np.ascontiguousarray(q, dtype=np.float64), qd,
+        np.ascontiguousarray(p, dtype=np.float64), kernel,
+    )  # fmt: skip
+    if phi_q.ndim == 2:
+        return phi, phi_q @ qd + phi_t
+    rows, cols = np.asarray(module.PHI_Q_ROWS), np.asarray(module.PHI_Q_COLS)
+    return phi, np.bincount(rows, phi_q * qd[cols], minlength=phi.size) + phi_t
+
+
+def constraint_jacobian(
+    module: ModuleType, t: float, q: np.ndarray, p: np.ndarray, kernel: str = "phi"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Φ(q, t) and the dense m × n Φ_q from ``kernel`` (as :func:`constraint_residuals`),
+    for the dense rank tests."""
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    phi, phi_q, _ = _constraint_blocks(module, t, q, np.zeros_like(q), p, kernel)
+    if phi_q.ndim == 2:
+        return phi, phi_q
+    dense = np.zeros((phi.size, q.size))
+    np.add.at(dense, (module.PHI_Q_ROWS, module.PHI_Q_COLS), phi_q)
+    return phi, dense
+
+
 def _kernel(module: ModuleType, name: str, *args: object) -> np.ndarray:
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     shapes = {
@@ -325,6 +381,7 @@ def removable_rows(
     *,
     tol: float = CONSISTENCY_TOL,
     assembled: bool = False,
+    kernel: str = "phi",
 ) -> RemovedRows:
     """The redundant rows of Φ_q(q, t0) that an integration may leave out.
 
@@ -334,6 +391,7 @@ def removable_rows(
     all rows.  So rows are removed only when ‖Φ(q, t0)‖∞ ≤ ``tol``; otherwise the
     redundant constraints are inconsistent at q (contradictory rows, or a q0 that
     was never assembled) and :class:`MbdgenError` is raised, naming the rows.
+    Φ and Φ_q come from ``kernel`` (:func:`constraint_jacobian`).
     """
     m = module.N_CONSTRAINTS
     active = np.ones(m)
@@ -342,13 +400,12 @@ def removable_rows(
     q = np.asarray(q, dtype=np.float64)
     if sparse_rows_independent(module, t0, q, p):
         return RemovedRows(active, rank=m)
-    phi_q = _kernel(module, "phi_q", t0, q, p)
+    phi, phi_q = constraint_jacobian(module, t0, q, p, kernel)
     rank, redundant = redundant_rows(phi_q)
     if not redundant:
         return RemovedRows(active, rank=rank)
     labels = tuple(getattr(module, "CONSTRAINT_NAMES", None) or (f"phi[{i}]" for i in range(m)))
     names = tuple(labels[i] for i in redundant)
-    phi = _kernel(module, "phi", t0, q, p)
     worst = float(np.abs(phi).max())
     if not worst <= tol:
         where = "after assembly" if assembled else "at q0"

@@ -350,6 +350,14 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         ("energy", "reactions", "phi_t"),
         ("t", "q", "qd", "lam", "p", "states", "energy_out", "reactions_out"),
     ),
+    # the energy check that ends every run: without the reactions kernel, whose compile
+    # (3-8 s for a spatial model) a run pays only when its reactions are used
+    EntryPoint(
+        "energy_rows",
+        "postprocess.energy_rows",
+        ("energy", "phi_t"),
+        ("t", "q", "qd", "lam", "p", "states", "energy_out"),
+    ),
 )
 
 
