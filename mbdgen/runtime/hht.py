@@ -146,7 +146,7 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import overload
 
@@ -755,9 +755,34 @@ def _ol_start(n, m, nd, ws):
     return lambda n, m, nd, ws: f(n, m, nd, ws)
 
 
-@overload(la_newton, inline="always")
+def _constant(ty: Any) -> Any:
+    """The value of an argument whose Numba type is a literal (a module constant such as
+    ``N_STATES`` or ``IMPLICIT_STATES`` bound by the entry point), else None."""
+    return ty.literal_value if isinstance(ty, types.Literal) else None
+
+
+# The states' rows of the Newton matrix are chosen when the loop is typed.  Numba's
+# dead-branch pruning resolves a branch on a constant in the IR it inlines, but an
+# overload's arguments are typed values, so a module constant that reaches ``dense_newton``
+# through ``la_newton`` prunes nothing, and every model typed and lowered the implicit
+# states' rows and compiled ``implicit_state_blocks``.  ``prefer_literal`` lets the
+# overload see the constants; it passes them on as constants of its own closure, which
+# the pruning after inlining ``dense_newton`` resolves: no states (nd = 0 at compile
+# time) compiles neither state path, explicit states only the explicit one.  A size
+# read at run time (the large models, ``abi.RUNTIME_SIZES``) keeps its branch.
+@overload(la_newton, inline="always", prefer_literal=True)
 def _ol_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     f = _typed_ops(ws)["newton"]
+    if _constant(nd) == 0:
+        return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
+            n, m, 0, False, alpha, bh2, gh, gx, ws
+        )
+    flag = _constant(implicit)
+    if flag is not None:
+        flag = bool(flag)
+        return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
+            n, m, nd, flag, alpha, bh2, gh, gx, ws
+        )
     return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
         n, m, nd, implicit, alpha, bh2, gh, gx, ws
     )
