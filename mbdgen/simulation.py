@@ -122,7 +122,7 @@ def check_states_supported(module: ModuleType, spec: Method) -> None:
             f"model {module.MODEL_NAME!r}: state(s) {', '.join(reads)} read q̈ or λ, which "
             f"{spec.name!r} cannot yet integrate under error control (index-3 noise in q̈ "
             "and λ makes the states' error estimate reject every step); use 'genalpha' or "
-            "'hht' with hht_alpha = 0 at a fixed step"
+            "'hht' at a fixed step"
         )
 
 

@@ -115,20 +115,27 @@ bit for bit.
 
 **Implicit states**, d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (Eq. 8a in full;
 :func:`mbdgen.model.states.implicit`), when the module's ``IMPLICIT_STATES`` is set
-(the ``implicit`` argument): e3 = d(Ẋ_{n+1}, X_{n+1}, q_{n+1}, q̇_{n+1}, q̈_{n+1},
+(the ``implicit`` argument): e3 = d(Ẋ_{n+1}, X_{n+1}, q_{n+1}, q̇_{n+1}, ã_{n+1},
 λ_{n+1}, t_{n+1}) from the ``state_residual`` kernel, and the third block row of Eq. 12
 from its partials (``state_residual_blocks``; :func:`implicit_state_blocks`):
 
-    [d_q̈ + d_q βh² + d_q̇ γh,   d_λ,   d_Ẋ + d_X ρ′h]
+    [d_q̈/(1 + α) + d_q βh² + d_q̇ γh,   d_λ,   d_Ẋ + d_X ρ′h]
 
-(β′h², γ′h for generalized-α, as in the other rows; an explicit state of such a model
-is the row d = Ẋ − f).  At the start, after q̈_0, λ_0, Ẋ_0 solves d(Ẋ_0, X_0, q_0, q̇_0,
-q̈_0, λ_0, t_0) = 0 by Newton's method on d_Ẋ (:func:`implicit_state_start`); a
-singular d_Ẋ returns ``SINGULAR_STATES`` with the state in ``state[S_BADSTATE]``.  The
-states' formula, error estimate, stopping test, predictor and dense output are those
-above.  Without implicit states none of this is compiled into the path taken, and the
-explicit path's results are unchanged bit for bit.  A state that reads q̈ is first order
-with HHT at α ≠ 0 (q̈_{n+1} ≈ q̈(t_{n+1} + αh), Eq. 11a); see the design notes.
+(β′h², γ′h and α = 0 for generalized-α, as in the other rows; an explicit state of such
+a model is the row d = Ẋ − f).  ã_{n+1} is the acceleration at t_{n+1}: HHT-α's unknown
+q̈_{n+1} approximates q̈(t_{n+1} + αh) (Eq. 10 weights the forces of t_n and t_{n+1}), a
+lag that made a state reading q̈ first order; d reads ã_{n+1} = (q̈_{n+1} + α ã_n)/(1 +
+α), ã_0 = q̈_0, carried in ``ws.a`` (:func:`recovered_acceleration`, derived there from
+Eqs. 10 and 7d: exact for a constant M, an O(αh) remainder for a configuration-dependent
+one).  Generalized-α's q̈_{n+1} satisfies the equations at t_{n+1} and is read as it is,
+as is HHT's at α = 0 (every bit as before).
+
+At the start, after q̈_0, λ_0, Ẋ_0 solves d(Ẋ_0, X_0, q_0, q̇_0, q̈_0, λ_0, t_0) = 0
+by Newton's method on d_Ẋ (:func:`implicit_state_start`); a singular d_Ẋ returns
+``SINGULAR_STATES`` with the state in ``state[S_BADSTATE]``.  The states' formula,
+error estimate, stopping test, predictor and dense output are those above.  Without
+implicit states none of this is compiled into the path taken, and the explicit path's
+results are unchanged bit for bit.
 
 The loop itself is :func:`index3_chunk`, shared with generalized-α
 (:mod:`mbdgen.runtime.genalpha`), which differs only in the positions' update and in
@@ -146,7 +153,7 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import overload
 
@@ -337,8 +344,9 @@ class Workspace(NamedTuple):
     lam1: np.ndarray  # λ_{n+1} (Newton iterate)
     hist: np.ndarray  # accepted [q̈; λ] for the predictor, HISTORY rows
     hist_t: np.ndarray  # their times
-    a: np.ndarray  # generalized-α: a_n of the last accepted step (HHT: unused)
-    a1: np.ndarray  # generalized-α: a_{n+1} of the iterate (HHT: unused)
+    a: np.ndarray  # generalized-α: a_n of the last accepted step; HHT-α with implicit
+    #   states: ã_n, the acceleration at t_n that d reads (:func:`recovered_acceleration`)
+    a1: np.ndarray  # generalized-α: a_{n+1} of the iterate; HHT-α: ã_{n+1}
     x_prev: np.ndarray  # [q; q̇; q̈; λ; X; Ẋ] at the start of the last accepted step
     y_max: np.ndarray  # max |q_i|, then max |X_i|, over the accepted steps (Eq. 34's Y_i)
     weight: np.ndarray  # error weights of the current attempt (q, then X)
@@ -580,8 +588,8 @@ def dense_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     if nd > 0:
         if implicit:
             implicit_state_blocks(
-                n, m, nd, bh2, gh, gx, ws.dqdd, ws.dq, ws.dqd, ws.dlam, ws.dxd, ws.dx, ws.qx,
-                ws.active, ws.A,
+                n, m, nd, alpha, bh2, gh, gx, ws.dqdd, ws.dq, ws.dqd, ws.dlam, ws.dxd, ws.dx,
+                ws.qx, ws.active, ws.A,
             )  # fmt: skip
         else:
             _state_blocks(n, m, nd, bh2, gh, gx, ws.fxq, ws.fxqd, ws.fxx, ws.qx, ws.A)
@@ -757,9 +765,34 @@ def _ol_start(n, m, nd, ws):
     return lambda n, m, nd, ws: f(n, m, nd, ws)
 
 
-@overload(la_newton, inline="always")
+def _constant(ty: Any) -> Any:
+    """The value of an argument whose Numba type is a literal (a module constant such as
+    ``N_STATES`` or ``IMPLICIT_STATES`` bound by the entry point), else None."""
+    return ty.literal_value if isinstance(ty, types.Literal) else None
+
+
+# The states' rows of the Newton matrix are chosen when the loop is typed.  Numba's
+# dead-branch pruning resolves a branch on a constant in the IR it inlines, but an
+# overload's arguments are typed values, so a module constant that reaches ``dense_newton``
+# through ``la_newton`` prunes nothing, and every model typed and lowered the implicit
+# states' rows and compiled ``implicit_state_blocks``.  ``prefer_literal`` lets the
+# overload see the constants; it passes them on as constants of its own closure, which
+# the pruning after inlining ``dense_newton`` resolves: no states (nd = 0 at compile
+# time) compiles neither state path, explicit states only the explicit one.  A size
+# read at run time (the large models, ``abi.RUNTIME_SIZES``) keeps its branch.
+@overload(la_newton, inline="always", prefer_literal=True)
 def _ol_newton(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
     f = _typed_ops(ws)["newton"]
+    if _constant(nd) == 0:
+        return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
+            n, m, 0, False, alpha, bh2, gh, gx, ws
+        )
+    flag = _constant(implicit)
+    if flag is not None:
+        flag = bool(flag)
+        return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
+            n, m, nd, flag, alpha, bh2, gh, gx, ws
+        )
     return lambda n, m, nd, implicit, alpha, bh2, gh, gx, ws: f(
         n, m, nd, implicit, alpha, bh2, gh, gx, ws
     )
@@ -819,6 +852,38 @@ def _ol_record(row, t, x, ws, qd, out_t, out_x, out_aux):
 # so each compiles once, and the index-3 loop, inlined into every entry point, stays small
 # (Numba's inlining of the loop costs time in proportion to its size; LLVM still inlines
 # these calls).
+
+
+@njit(cache=True)
+def recovered_acceleration(n, alpha, a, qdd1, a1):
+    """ã_{n+1} = (q̈_{n+1} + α ã_n)/(1 + α), the acceleration at t_{n+1} that HHT-α's
+    unknown q̈_{n+1} stands for, into ``a1`` (``a`` = ã_n; ã_0 = q̈_0).
+
+    Derivation (Negrut et al. 2007).  With r = Φ_qᵀλ − Q, Eq. 10 (Eq. 11a times 1 + α)
+    at t_{n+1} reads
+
+        (M q̈)_{n+1} + (1 + α) r_{n+1} − α r_n = 0,
+
+    so q̈_{n+1} is not the acceleration at t_{n+1} but approximates the one at Eq. 5's
+    t̃_{n+1} = t_n + (1 + α) h (where Eq. 15 evaluates the force): q̈_{n+1} ≈
+    q̈(t_{n+1} + αh), an O(αh) lag that a state reading q̈ inherits (first order).  The
+    acceleration at t_{n+1} is the one the equations of motion (Eq. 7d) give there with
+    the step's own forces: M_{n+1} ã_{n+1} = −r_{n+1}, likewise M_n ã_n = −r_n at the
+    accepted t_n (at t0 the start solves Eq. 7d: ã_0 = q̈_0).  Substituted into Eq. 10,
+
+        M_{n+1} q̈_{n+1} = (1 + α) M_{n+1} ã_{n+1} − α M_n ã_n,
+
+    which for a constant M (absolute coordinates of planar bodies, point masses) is the
+    formula above exactly, with ∂ã_{n+1}/∂q̈_{n+1} = I/(1 + α) in the states' rows of
+    Eq. 12 (:func:`implicit_state_blocks`).  For a configuration-dependent M it drops
+    M_{n+1}⁻¹M_n − I = O(h): the error contracts by α/(1 + α) per step to ≈ α h M⁻¹Ṁ ã,
+    first order again but with the factor α (the exact ã_{n+1} = M_{n+1}⁻¹(Q −
+    Φ_qᵀλ)_{n+1} needs a solve with M per iterate; not done).  The recurrence does not
+    involve h: a change of step size needs no correction (unlike generalized-α's a_n).
+    """
+    c = 1.0 / (1.0 + alpha)
+    for i in range(n):
+        a1[i] = (qdd1[i] + alpha * a[i]) * c
 
 
 @njit(cache=True)
@@ -893,22 +958,28 @@ def _state_blocks(n, m, nd, bh2, gh, gx, fxq, fxqd, fxx, qx, A):
 
 
 @njit(cache=True)
-def implicit_state_blocks(n, m, nd, bh2, gh, gx, dqdd, dq, dqd, dlam, dxd, dx, qx, active, A):
+def implicit_state_blocks(
+    n, m, nd, alpha, bh2, gh, gx, dqdd, dq, dqd, dlam, dxd, dx, qx, active, A
+):  # fmt: skip
     """The states' rows and columns of the Newton matrix for the implicit form d(Ẋ, X,
     q, q̇, q̈, λ, t) = 0 (Negrut et al. 2007, Eqs. 8a, 12), into ``A`` beside
     :func:`iteration_matrix`'s (n + m)² block:
 
         ∂e1/∂Ẋ = −Q_X gx,   ∂e2/∂Ẋ = 0,
-        ∂e3/∂q̈ = d_q̈ + d_q bh2 + d_q̇ gh,   ∂e3/∂λ = d_λ,   ∂e3/∂Ẋ = d_Ẋ + d_X gx
+        ∂e3/∂q̈ = d_q̈/(1 + α) + d_q bh2 + d_q̇ gh,   ∂e3/∂λ = d_λ,   ∂e3/∂Ẋ = d_Ẋ + d_X gx
 
     (``bh2``, ``gh``, ``gx`` as in :func:`state_matrix`; with d = Ẋ − f this is that
-    function's matrix).  A removed redundant row's λ_j (``active[j]`` = 0, its equation
-    λ_j = 0) does not enter e3: its column of d_λ is left out."""
+    function's matrix).  d reads HHT's recovered acceleration ã_{n+1} = (q̈_{n+1} +
+    α ã_n)/(1 + α) (:func:`recovered_acceleration`), hence d_q̈/(1 + α); ``alpha`` is
+    0 for generalized-α, whose q̈_{n+1} d reads itself.  A removed redundant row's λ_j
+    (``active[j]`` = 0, its equation λ_j = 0) does not enter e3: its column of d_λ is
+    left out."""
     o = n + m
+    c = 1.0 / (1.0 + alpha)  # ∂ã_{n+1}/∂q̈_{n+1}; 1.0 (every bit unchanged) at α = 0
     _state_columns(n, m, nd, gx, qx, A)
     for i in range(nd):
         for j in range(n):
-            A[o + i, j] = dqdd[i, j] + bh2 * dq[i, j] + gh * dqd[i, j]
+            A[o + i, j] = c * dqdd[i, j] + bh2 * dq[i, j] + gh * dqd[i, j]
         for j in range(m):
             A[o + i, n + j] = active[j] * dlam[i, j]
         for j in range(nd):
@@ -1295,6 +1366,9 @@ def index3_chunk(
     gx = rho_x * hs * scale_x  # ∂X_{n+1}/∂Ẋ_{n+1}
     kx = errcoef_x * hs  # ∂δ_X/∂Ẋ_{n+1} (error control)
     t1 = t0
+    acc1 = qdd1  # the acceleration d reads: q̈_{n+1}, or HHT-α's ã_{n+1} (below)
+    if implicit and alpha != 0.0:  # (α = 0 for generalized-α: its q̈ is at t_{n+1})
+        acc1 = a1
     phase = _PH_NEXT if state[S_STARTED] != 0 else _PH_START
     while True:
         if phase == _PH_NEXT:
@@ -1373,6 +1447,8 @@ def index3_chunk(
                 )  # fmt: skip
             else:
                 newmark(n, hs, beta, gamma_nm, q, qd, qdd, qdd1, q1, qd1)
+                if implicit and nd > 0 and alpha != 0.0:
+                    recovered_acceleration(n, alpha, a, qdd1, a1)  # ã_{n+1} for d
             if nd > 0:
                 state_update(
                     nd, hs, rho_x, alpha_mx, alpha_fx, X, Xd, xb, xd1, xb1, x1, pk, n_params
@@ -1391,7 +1467,7 @@ def index3_chunk(
             if not implicit:
                 state_rate(t1, q1, qd1, pk, rate)  # f of e3 (and Ẋ_0 at the start)
             elif phase == _PH_ITER:
-                state_residual(t1, q1, qd1, qdd1, lam1, xd1, pk, rate)  # d of e3
+                state_residual(t1, q1, qd1, acc1, lam1, xd1, pk, rate)  # d of e3
         factor = False
         if phase == _PH_START:
             # [[M, Φ_qᵀ], [Φ_q, 0]] [q̈_0; λ_0] = [Q; γ] (Haug 1989, Eq. 7.2.1)
@@ -1433,9 +1509,9 @@ def index3_chunk(
                     qdd[i] = qdd1[i]
                 for i in range(m):
                     lam[i] = lam1[i]
-                if generalized:
+                if generalized or (implicit and nd > 0 and alpha != 0.0):
                     for i in range(n):
-                        a[i] = a1[i]
+                        a[i] = a1[i]  # a_{n+1}, or HHT-α's ã_{n+1}
                 if generalized or nd > 0:
                     fstate[F_HA] = hs
                 head = state[S_HEAD] + 1 if state[S_HEAD] + 1 < K else 0
@@ -1510,7 +1586,7 @@ def index3_chunk(
                     force_x(t1, q1, qd1, pk, ws.qx)
                     if implicit:
                         state_residual_blocks(
-                            t1, q1, qd1, qdd1, lam1, xd1, pk, ws.dqdd, ws.dq, ws.dqd, ws.dlam,
+                            t1, q1, qd1, acc1, lam1, xd1, pk, ws.dqdd, ws.dq, ws.dqd, ws.dlam,
                             ws.dxd, ws.dx,
                         )  # fmt: skip
                     else:

@@ -437,7 +437,7 @@ def _scatter_h(n, m, nd, implicit, alpha, bh2, gh, gx, ws):
         for e in range(plan.qx_map.shape[0]):
             h[plan.qx_map[e]] -= gx * ws.qx[e]
         for e in range(plan.dqdd_map.shape[0]):
-            h[plan.dqdd_map[e]] += ws.dqdd[e]
+            h[plan.dqdd_map[e]] += c * ws.dqdd[e]  # d reads HHT's ã: ∂ã/∂q̈ = 1/(1 + α)
         for e in range(plan.dq_map.shape[0]):
             h[plan.dq_map[e]] += bh2 * ws.dq[e]
         for e in range(plan.dqd_map.shape[0]):
