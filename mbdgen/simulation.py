@@ -197,11 +197,16 @@ def body_layout(module: ModuleType) -> dict[str, list[int]]:
 
 
 def _initial_partition(
-    module: ModuleType, t0: float, q0: np.ndarray, p: np.ndarray
+    module: ModuleType, t0: float, q0: np.ndarray, p: np.ndarray, constraints: str
 ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The partition at t0: GCP on a sparse module chooses it on Φ_q's pattern
+    (:func:`partition.module_pivot_order`); the hybrid algorithm, which chooses again
+    by full pivoting at every evaluation, and dense modules by full pivoting."""
     phi_q = np.zeros((module.N_CONSTRAINTS, module.N_COORDINATES))
     module.phi_q(t0, q0, p, phi_q)
     try:
+        if constraints == "gcp":
+            return partition.module_pivot_order(module, phi_q)[:3]
         return partition.choose_partition(phi_q)
     except ValueError as exc:
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
@@ -211,14 +216,17 @@ def _sparse_gcp_workspace(
     module: ModuleType, t0: float, x: np.ndarray, p: np.ndarray
 ) -> tuple[partition.GcpSparseWorkspace, float]:
     """GCP's sparse workspace at t0 (the partition and Φ_u's static elimination order
-    from full pivoting, the module's index-1 KKT plan) and the partition's quality."""
+    from threshold Markowitz pivoting on Φ_q's pattern, the module's index-1 KKT plan)
+    and the partition's quality."""
     from mbdgen.steppers import _index1_plan
 
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    phi_q = np.zeros((m, n))
-    module.phi_q(t0, x[:n], p, phi_q)
+    rows, cols = module.PHI_Q_ROWS, module.PHI_Q_COLS
+    values = [np.zeros(k) for k in (len(module.MASS_ROWS), n, m, len(rows), m, m)]
+    module.dynamics_values(t0, x[:n], x[n:], p, *values)  # M, Q, Φ, Φ_q, Φ_t, γ
     try:
-        dep, ind, quality, row_of, col_of = partition.pivot_order(phi_q)
+        order = partition.pivot_order_sparse(m, n, rows, cols, values[3])
+        dep, ind, quality, row_of, col_of = order
     except ValueError as exc:
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
     ws = partition.gcp_sparse_workspace(
@@ -236,7 +244,8 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
     flag; with ``evaluate_only`` the variable-step start takes no trial evaluation for
     its first step, which would leave a perturbed q in ``ws``).  A zero-step call then
     re-evaluates the last accepted state with the old partition, which leaves the full
-    q, q̇ and Φ_q in ``ws``; the new partition comes from that Φ_q by full pivoting.
+    q, q̇ and Φ_q in ``ws``; the new partition comes from that Φ_q as the first one did
+    (:func:`_initial_partition`, :func:`partition.repartitioned`).
     Newton starts from the last evaluated q, or, if a failed evaluation left it
     non-finite, from the last recorded row (``last_row``, the partitioned aux record).
     """
@@ -258,6 +267,8 @@ def _repartition(stepper: Stepper, pivot_ratio: float, last_row: np.ndarray | No
             pattern = (module.PHI_Q_ROWS, module.PHI_Q_COLS)
             ws, new_dep, new_ind, quality = partition.repartitioned(ws, pattern)
             stepper.ws = run.gcp_ws = ws
+        elif run.constraints == "gcp":
+            new_dep, new_ind, quality = partition.module_pivot_order(run.module, ws.phi_q)[:3]
         else:
             new_dep, new_ind, quality = partition.choose_partition(ws.phi_q)
     except ValueError:
@@ -649,7 +660,7 @@ def simulate(
             gcp_ws, quality = _sparse_gcp_workspace(module, t0, x, p)
             ind = gcp_ws.ind
         else:
-            dep, ind, quality = _initial_partition(module, t0, x[:n], p)
+            dep, ind, quality = _initial_partition(module, t0, x[:n], p, constraints)
             gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
         if constraints == "gcp":
             x = np.concatenate([x[:n][ind], x[n:][ind]])

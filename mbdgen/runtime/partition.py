@@ -16,7 +16,9 @@ evaluation of the right side (:func:`gcp_rhs`)
    always look perfectly conditioned.)
 
 The dependent/independent split is chosen by Gaussian elimination of Φ_q with full
-pivoting (Haug 1989 §4.4, Eq. 4.4.8; :func:`choose_partition`).
+pivoting (Haug 1989 §4.4, Eq. 4.4.8; :func:`choose_partition`); for a sparse module's
+GCP by a threshold Markowitz elimination on Φ_q's pattern (:func:`pivot_order_sparse`),
+which costs O(m) on chains and trees instead of O(m²n).
 
 The hybrid algorithm integrates all coordinates with Baumgarte stabilization
 (Eq. 7.3.8) and, whenever an evaluated state violates ‖Φ‖∞ > ``ctrl[3]``, corrects
@@ -33,6 +35,7 @@ PECE step slightly better.
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any, NamedTuple
 
@@ -49,6 +52,9 @@ C_PIVOT_RATIO = 2  # re-partition when min|pivot of Φ_u| / max|Φ_q| falls belo
 C_NEWTON_TOL = 3  # ‖Φ‖∞ that Newton's method must reach (also the hybrid trigger)
 C_NEWTON_ITERS = 4  # most Newton iterations per evaluation
 CTRL_SIZE = 5
+
+# pivot_order_sparse: a pivot must be at least this fraction of the largest entry left
+PIVOT_THRESHOLD = 0.5
 
 
 def choose_partition(
@@ -92,6 +98,148 @@ def pivot_order(
         a[k + 1 :, k:] -= np.outer(a[k + 1 :, k] / a[k, k], a[k, k:])
     quality = smallest / scale if m else 1.0
     return np.sort(cols[:m]), np.sort(cols[m:]), quality, rows.copy(), cols[:m].copy()
+
+
+def pivot_order_sparse(
+    m: int,
+    n: int,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    rank_tol: float = 1e-10,
+    threshold: float = PIVOT_THRESHOLD,
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """:func:`pivot_order` on Φ_q's pattern (``rows``, ``cols``, ``values``; repeated
+    entries add up), in O(m) on chains and trees instead of O(m²n).
+
+    Threshold Markowitz pivoting (Duff, Erisman & Reid, *Direct Methods for Sparse
+    Matrices*, §7.8; Zlatev 1980): at each step the admissible pivots are the entries
+    of at least ``threshold`` × the largest entry of the remaining matrix (full
+    pivoting admits only the largest), and among them the one of least Markowitz cost
+    (r − 1)(c − 1) is taken, r and c the counts of its row and column in the remaining
+    pattern (ties among the entries visited: larger magnitude, lower row, lower column).  The search
+    visits rows and columns by increasing count and stops as soon as no unvisited
+    entry can cost less (Markowitz's bound (c − 1)²); rows and columns whose largest
+    entry is below the threshold wait in a heap until the threshold falls to them.
+    Every pivot is thus within a factor ``threshold`` of the largest entry left, as
+    full pivoting's is of the largest of its own remaining matrix, and on a chain
+    the order eliminates from the leaves with no fill (so :func:`phi_u_plan`'s factor
+    stays O(m)).  Deterministic; raises ``ValueError`` as :func:`choose_partition`.
+    """
+    R: list[dict[int, float]] = [{} for _ in range(m)]  # remaining rows: {column: value}
+    C: list[set[int]] = [set() for _ in range(n)]  # remaining columns: {rows}
+    for i, j, v in zip(
+        np.asarray(rows).tolist(),
+        np.asarray(cols).tolist(),
+        np.asarray(values, dtype=float).tolist(),
+        strict=True,
+    ):
+        R[i][j] = R[i].get(j, 0.0) + v
+        C[j].add(i)
+    scale = max((abs(v) for r in R for v in r.values()), default=0.0)
+    # max-heap of |entries| (stale ones skipped), and lines by count: (count, kind,
+    # index), kind 0 a column, 1 a row (stale keys skipped)
+    entries = [(-abs(v), i, j) for i in range(m) for j, v in R[i].items()]
+    heapq.heapify(entries)
+    lines = [(len(C[j]), 0, j) for j in range(n) if C[j]] + [(len(R[i]), 1, i) for i in range(m)]
+    heapq.heapify(lines)
+    low: list[tuple[float, int, int, int]] = []  # lines below the threshold: (−max, key)
+    row_done = [False] * m
+    col_done = [False] * n
+    row_of: list[int] = []
+    col_of: list[int] = []
+    smallest = math.inf
+    floor = rank_tol * max(scale, 1.0)
+    for k in range(m):
+        while entries:
+            a, i, j = entries[0]
+            if not row_done[i] and j in R[i] and abs(R[i][j]) == -a:
+                break
+            heapq.heappop(entries)
+        largest = -entries[0][0] if entries else 0.0
+        if largest <= floor:
+            raise ValueError(f"Φ_q has rank {k} < {m}: the constraints are redundant")
+        admit = threshold * largest
+        while low and -low[0][0] >= admit:
+            heapq.heappush(lines, heapq.heappop(low)[1:])
+        best: tuple[int, float, int, int] | None = None  # (cost, −|a|, row, column)
+        visited = []
+        while lines:
+            c, kind, x = lines[0]
+            if best is not None and best[0] <= (c - 1) * (c - 1):
+                break  # every unvisited admissible entry costs at least (c − 1)²
+            heapq.heappop(lines)
+            if kind == 0:
+                if col_done[x] or len(C[x]) != c:
+                    continue
+                cand = [(R[i][x], i, x) for i in C[x]]
+            else:
+                if row_done[x] or len(R[x]) != c:
+                    continue
+                cand = [(v, x, j) for j, v in R[x].items()]
+            top = max((abs(v) for v, _, _ in cand), default=0.0)
+            if top < admit:
+                heapq.heappush(low, (-top, c, kind, x))
+                continue
+            visited.append((c, kind, x))
+            for v, i, j in cand:
+                if abs(v) >= admit:
+                    key = ((len(R[i]) - 1) * (len(C[j]) - 1), -abs(v), i, j)
+                    if best is None or key < best:
+                        best = key
+        for line in visited:
+            heapq.heappush(lines, line)
+        assert best is not None  # the largest entry is admissible
+        _, _, pr, pc = best
+        prow = R[pr]
+        piv = prow[pc]
+        smallest = min(smallest, abs(piv))
+        row_of.append(pr)
+        col_of.append(pc)
+        row_done[pr] = col_done[pc] = True
+        for j in prow:
+            C[j].discard(pr)
+        for i in sorted(C[pc]):
+            ri = R[i]
+            f = ri.pop(pc) / piv
+            for j, v in prow.items():
+                if j == pc:
+                    continue
+                if j in ri:
+                    ri[j] -= f * v
+                else:
+                    ri[j] = -f * v
+                    C[j].add(i)
+                heapq.heappush(entries, (-abs(ri[j]), i, j))
+            heapq.heappush(lines, (len(ri), 1, i))
+        C[pc].clear()
+        for j in prow:
+            if j != pc and C[j]:
+                heapq.heappush(lines, (len(C[j]), 0, j))
+    dep = np.sort(np.asarray(col_of, dtype=np.int64))
+    free = np.ones(n, dtype=bool)
+    free[dep] = False
+    quality = smallest / scale if m else 1.0
+    return (
+        dep,
+        np.flatnonzero(free).astype(np.int64),
+        quality,
+        np.asarray(row_of, dtype=np.int64),
+        np.asarray(col_of, dtype=np.int64),
+    )
+
+
+def module_pivot_order(
+    module: Any, phi_q: np.ndarray, rank_tol: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """GCP's partition of ``module`` from its dense Φ_q (m × n): threshold Markowitz
+    on Φ_q's pattern for a sparse module (:func:`pivot_order_sparse`), full pivoting
+    (:func:`pivot_order`) for a dense one."""
+    if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse":
+        return pivot_order(phi_q, rank_tol)
+    rows, cols = module.PHI_Q_ROWS, module.PHI_Q_COLS
+    m, n = phi_q.shape
+    return pivot_order_sparse(m, n, rows, cols, phi_q[rows, cols], rank_tol)
 
 
 class GcpWorkspace(NamedTuple):
@@ -407,7 +555,8 @@ def phi_u_plan(
     m: int, rows: np.ndarray, cols: np.ndarray, row_of: np.ndarray, col_of: np.ndarray
 ) -> PhiUPlan:
     """Symbolic LU of Φ_u on Φ_q's pattern (``rows``, ``cols``) restricted to the
-    dependent coordinates, eliminating in the order of full pivoting (:func:`pivot_order`).
+    dependent coordinates, eliminating in the order the partition chose (:func:`pivot_order`,
+    :func:`pivot_order_sparse`).
 
     The order is kept until the driver re-partitions: the pivot-ratio test of
     :func:`gcp_rhs_sparse` is exactly the check that it still works.  Fill follows
@@ -577,7 +726,7 @@ def gcp_sparse_workspace(
 
 
 def dense_phi_q(ws: GcpSparseWorkspace) -> np.ndarray:
-    """Φ_q (m × n) from the values in ``ws`` (for :func:`pivot_order` at a re-partition)."""
+    """Φ_q (m × n) from the values in ``ws``."""
     kkt = ws.plan
     out = np.zeros((kkt.m, kkt.n))
     np.add.at(out, (kkt.a_rows, kkt.a_cols), ws.phi_q)
@@ -586,8 +735,12 @@ def dense_phi_q(ws: GcpSparseWorkspace) -> np.ndarray:
 
 def repartitioned(ws: GcpSparseWorkspace, phi_q_pattern: tuple) -> tuple:
     """A new partition at the state in ``ws`` (its last evaluation): (workspace with the
-    new Φ_u plan, dep, ind, quality).  Raises ``ValueError`` as :func:`choose_partition`."""
-    dep, ind, quality, row_of, col_of = pivot_order(dense_phi_q(ws))
+    new Φ_u plan, dep, ind, quality), chosen on Φ_q's pattern by
+    :func:`pivot_order_sparse`.  Raises ``ValueError`` as :func:`choose_partition`."""
+    kkt = ws.plan
+    dep, ind, quality, row_of, col_of = pivot_order_sparse(
+        kkt.m, kkt.n, kkt.a_rows, kkt.a_cols, ws.phi_q
+    )
     lu_plan = phi_u_plan(ws.plan.m, *phi_q_pattern, row_of, col_of)
     new = ws._replace(lu_plan=lu_plan, lu=np.zeros(max(lu_plan.size, 1)))
     new.dep[:] = dep
