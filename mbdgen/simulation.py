@@ -24,6 +24,7 @@ from mbdgen import geometry, interrupts
 from mbdgen.analysis.assembly import (
     CONSISTENCY_TOL,
     RemovedRows,
+    constraint_jacobian,
     constraint_residuals,
     removable_rows,
 )
@@ -197,13 +198,18 @@ def body_layout(module: ModuleType) -> dict[str, list[int]]:
 
 
 def _initial_partition(
-    module: ModuleType, t0: float, q0: np.ndarray, p: np.ndarray, constraints: str
+    module: ModuleType,
+    t0: float,
+    q0: np.ndarray,
+    p: np.ndarray,
+    constraints: str,
+    kernel: str = "phi",
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """The partition at t0: GCP on a sparse module chooses it on Φ_q's pattern
     (:func:`partition.module_pivot_order`); the hybrid algorithm, which chooses again
-    by full pivoting at every evaluation, and dense modules by full pivoting."""
-    phi_q = np.zeros((module.N_CONSTRAINTS, module.N_COORDINATES))
-    module.phi_q(t0, q0, p, phi_q)
+    by full pivoting at every evaluation, and dense modules by full pivoting.  Φ_q
+    comes from ``kernel`` (:func:`~mbdgen.analysis.assembly.constraint_jacobian`)."""
+    _, phi_q = constraint_jacobian(module, t0, q0, p, kernel)
     try:
         if constraints == "gcp":
             return partition.module_pivot_order(module, phi_q)[:3]
@@ -660,7 +666,7 @@ def simulate(
             gcp_ws, quality = _sparse_gcp_workspace(module, t0, x, p)
             ind = gcp_ws.ind
         else:
-            dep, ind, quality = _initial_partition(module, t0, x[:n], p, constraints)
+            dep, ind, quality = _initial_partition(module, t0, x[:n], p, constraints, kernel)
             gcp_ws = partition.gcp_workspace(n, m, dep, ind, x[:n], x[n:])
         if constraints == "gcp":
             x = np.concatenate([x[:n][ind], x[n:][ind]])
