@@ -145,9 +145,9 @@ def derived_quantities(
 
     One call of the module's cached ``energy_rows`` entry point (without reactions) or
     ``derived`` (with them) over all output rows.  :func:`simulate` runs it without
-    reactions for the energy check, and attaches it
-    to the Result, which runs it again with reactions on their first use (or on
-    save), so runs that never look at reactions pay neither time nor memory for them.
+    reactions for the energy check, and attaches it to the Result, which runs it again
+    with reactions on their first use (or on save), so runs that never look at
+    reactions pay neither time, nor memory, nor the reactions kernel's compile.
     """
     names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
     result.constraint_names = names
