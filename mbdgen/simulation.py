@@ -355,10 +355,17 @@ class _Loop:
         return np.array(self.history, dtype=np.float64).reshape(-1, 6)
 
 
-def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | None) -> _Loop:
+def _drive(
+    stepper: Stepper,
+    pivot_ratio: float,
+    progress: ProgressCallback | None,
+    mark: int | None = None,
+) -> _Loop:
     """Advance ``stepper`` chunk by chunk to the run's end (DESIGN rule 1: Python runs
     only between chunks), re-partitioning GCP runs and turning Ctrl-C, SIGTERM and a
-    model's exception (without JIT) into a stop with everything kept."""
+    model's exception (without JIT) into a stop with everything kept.  A signal
+    received after ``mark`` (:func:`mbdgen.interrupts.count`, taken when the run
+    began) stops the run even where its exception was lost (:func:`~mbdgen.interrupts.since`)."""
     run = stepper.run
     n_steps, output_every = run.n_steps, run.output_every
     longest = max(output_every, (CHUNK_STEPS // output_every) * output_every)
@@ -370,13 +377,16 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
     loop = _Loop(started=time.perf_counter())
     loop.stepping = loop.started
     status = OK
-    interrupts.clear()
+    if mark is None:
+        mark = interrupts.count()
     guard = interrupts.interrupts_as_exceptions()
     guard.__enter__()
     try:
         # A zero-step call compiles or loads the entry point and evaluates f(x0, t0),
         # so that the step timing below is of stepping alone.
         status = stepper.advance(0)
+        # a signal whose exception a finalizer swallowed during a compilation
+        interrupts.raise_if_received(mark)
         loop.stepping = time.perf_counter()
         while stepper.progress < n_steps:
             # GCP re-partitions when Φ_u degrades, and also when Newton's method fails
@@ -399,6 +409,7 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
                 break
             accepted = stepper.accepted
             status = stepper.advance(min(chunk, n_steps - stepper.progress))
+            interrupts.raise_if_received(mark)
             loop.chunks += 1
             loop.record(stepper)
             # A history row of a step or two says nothing a longer one would not, and
@@ -416,7 +427,7 @@ def _drive(stepper: Stepper, pivot_ratio: float, progress: ProgressCallback | No
     except ArithmeticError as exc:  # a model kernel run without JIT (NUMBA_DISABLE_JIT)
         loop.stop, status = exc, NONFINITE
     except Exception:
-        if interrupts.last_signal() is None:
+        if interrupts.since(mark) is None:
             raise
         loop.stop = KeyboardInterrupt()  # an interrupt that Numba's compiler wrapped
     finally:
@@ -562,6 +573,7 @@ def simulate(
         On invalid options; on redundant rows that Φ(q0) does not satisfy, or that
         GCP or the hybrid algorithm would need to partition.
     """
+    mark = interrupts.count()  # signals from here on stop this run (_drive)
     spec = get_method(method)
     if order is None:
         order = spec.default_order
@@ -695,7 +707,7 @@ def simulate(
     stepper = FAMILIES[spec.family](run)
     out = stepper.out
 
-    loop = _drive(stepper, pivot_ratio, progress)
+    loop = _drive(stepper, pivot_ratio, progress, mark)
     status, stop, chunks, repartitions = loop.status, loop.stop, loop.chunks, loop.repartitions
     started, stepping, wall = loop.started, loop.stepping, loop.wall
     interrupted = isinstance(stop, KeyboardInterrupt)
