@@ -43,7 +43,15 @@ import numba
 import numpy as np
 from numba import njit
 
-from mbdgen import _numba_cache  # noqa: F401  (sets Numba's cache folder before the @njit below)
+from mbdgen import (
+    _numba_cache,  # noqa: F401  (sets Numba's cache folder before the @njit below)
+    specialize,
+)
+
+# The benchmarks time a method's steps: a small model's own entry point compiles at its
+# first (untimed) call, not in the background (:mod:`mbdgen.specialize`); the
+# new-model latency sets the user's default policy for its children.
+os.environ.setdefault(specialize.POLICY_ENV, "now")
 
 #: The repository (or the installed package's parent) that holds ``models/``.
 ROOT = Path(__file__).resolve().parent.parent
@@ -640,11 +648,15 @@ warnings.simplefilter("ignore")  # a model's own notes (energy, constraints) are
 with event.install_recorder("numba:compile") as rec:
     mbdgen.simulate(module, method=METHOD, h=1e-3, t_end=1e-3)
 t2 = time.perf_counter()
+wall_end = time.time()
+from mbdgen import specialize
+specialize.wait_started()  # a small model's own entry point, compiled in the background
 print(json.dumps({
     "wall_start": wall_start,
-    "wall_end": time.time(),
+    "wall_end": wall_end,
     "generate_s": t1 - t0,
     "first_step_s": t2 - t1,
+    "background_s": time.perf_counter() - t2,
     "numba_compilations": sum(1 for _, ev in rec.buffer if ev.is_start),
 }))
 """
@@ -679,9 +691,10 @@ def new_model_latency(
             run_method = "hht" if getattr(committed, "N_STATES", 0) else method
             row: dict[str, Any] = {"model": path.stem, "method": run_method}
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), specialize.policy_set("background"):
                     warnings.simplefilter("ignore")
                     mbdgen.simulate(committed, method=run_method, h=1e-3, t_end=1e-3)
+                specialize.wait_started()
             except Exception as exc:  # noqa: BLE001 - a model this method cannot run
                 rows.append({**row, "error": f"{type(exc).__name__}: {exc}"[:120]})
                 continue
@@ -698,7 +711,7 @@ def new_model_latency(
             spawn = time.time()
             proc = subprocess.run(
                 [sys.executable, "-c", code], cwd=model.parent, capture_output=True,
-                text=True, timeout=900,
+                text=True, timeout=900, env={**os.environ, specialize.POLICY_ENV: "background"},
             )  # fmt: skip
             if proc.returncode != 0:
                 rows.append({**row, "error": proc.stderr.strip().splitlines()[-1][:120]})
@@ -713,6 +726,7 @@ def new_model_latency(
                     "generate_s": data["generate_s"],
                     "first_step_s": data["first_step_s"],
                     "numba_compilations": data["numba_compilations"],
+                    "background_s": data["background_s"],
                     "pass": bool(total < GOAL_NEW_MODEL_S),
                 }
             )
@@ -724,9 +738,10 @@ def new_model_report(rows: Sequence[dict[str, Any]], method: str = "abm") -> str
     lines = [
         f"a new model file to the end of its first {method} step (hht for a model with "
         "user states; fresh process; element types and shared entry points already on "
-        "this installation):",
+        "this installation; 'own JIT s': a small model's own entry point, compiled in "
+        "the background after the first step):",
         f"{'model':<30}{'total s':>9}{'start s':>9}{'generate s':>12}{'JIT+step s':>12}"
-        f"{'compiles':>10}  goal < {GOAL_NEW_MODEL_S:g} s",
+        f"{'compiles':>10}{'own JIT s':>11}  goal < {GOAL_NEW_MODEL_S:g} s",
     ]
     for r in rows:
         if "error" in r:
@@ -735,7 +750,7 @@ def new_model_report(rows: Sequence[dict[str, Any]], method: str = "abm") -> str
         lines.append(
             f"{r['model']:<30}{r['start_to_first_step_s']:>9.2f}{r['startup_s']:>9.2f}"
             f"{r['generate_s']:>12.2f}{r['first_step_s']:>12.2f}{r['numba_compilations']:>10}"
-            f"  {'PASS' if r['pass'] else 'FAIL'}"
+            f"{r.get('background_s', 0.0):>11.2f}  {'PASS' if r['pass'] else 'FAIL'}"
         )
     return "\n".join(lines)
 

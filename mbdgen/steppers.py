@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mbdgen import specialize
 from mbdgen.analysis.assembly import RemovedRows
 from mbdgen.codegen.abi import UNROLL_LIMIT
 from mbdgen.errors import MbdgenError
@@ -240,14 +241,19 @@ class Stepper:
 
 
 def _entry_point(run: Run, name: str) -> Any:
-    """The entry point ``name`` for this run: where the model's sizes are read at run
+    """The entry point ``name`` for this run.  Where the model's sizes are read at run
     time, the integrator compiled once for all models (mbdgen.runtime.shared), which
-    steps as fast and costs this model no JIT; else the module's own."""
+    steps as fast and costs this model no JIT.  Else the module's own, whose constant
+    sizes step faster; under the policy "background" (:mod:`mbdgen.specialize`) a run
+    that would have to compile it first steps through the shared routine meanwhile."""
     if run.n + run.m + run.nd > UNROLL_LIMIT:
         entry = shared.entry(run.module, name)
         if entry is not None:
             return entry
-    return getattr(run.module, name)
+    own = getattr(run.module, name)
+    if not shared.available(run.module, name) or specialize.policy() == "now":
+        return own
+    return specialize.Specializing(own, lambda: shared.entry(run.module, name), run.module, name)
 
 
 def evaluation_kernel(module: ModuleType, family: str, constraints: str) -> str:
@@ -587,7 +593,7 @@ class HHT(AccelerationState):
         self.beta, self.gamma_nm = self.ctrl[hht.C_BETA], self.ctrl[hht.C_GAMMA]
         self.state = np.zeros(hht.STATE_SIZE, dtype=np.int64)
         self._setup()
-        self.entry = getattr(run.module, run.spec.entry)
+        self.entry = _entry_point(run, run.spec.entry)
 
     def _setup(self) -> None:
         run = self.run

@@ -24,6 +24,12 @@ GENERATED = ROOT / "generated"
 TEST_MODELS = Path(__file__).resolve().parent / "models"
 TEST_GENERATED = Path(__file__).resolve().parent / ".generated"
 
+# A small model's own entry points compile in the test process at their first call, as
+# a benchmark needs them, not in a background process per new model and method (the
+# suite's workers would compete with dozens of them); tests/test_specialize.py covers
+# the background policy that users get by default (mbdgen.specialize).
+os.environ.setdefault("MBDGEN_SPECIALIZE", "now")
+
 
 @pytest.fixture(scope="session")
 def slider_crank():

@@ -17,7 +17,7 @@ import mbdgen
 from mbdgen import steppers
 from mbdgen.compiler import import_generated
 from mbdgen.runtime import shared
-from tests.conftest import GENERATED, run_python
+from tests.conftest import GENERATED, TEST_GENERATED, TEST_MODELS, run_python
 
 RUN = {"h": 1e-3, "t_end": 0.05}
 
@@ -67,7 +67,7 @@ def test_opt_out_and_unshared_methods(slider_crank, monkeypatch):
     monkeypatch.setenv("MBDGEN_SHARED_ENTRY", "0")
     assert shared.entry(slider_crank, "abm_chunk") is None
     monkeypatch.delenv("MBDGEN_SHARED_ENTRY")
-    assert shared.entry(slider_crank, "index3_chunk") is None
+    assert shared.entry(slider_crank, "derived") is None
     assert callable(shared.entry(slider_crank, "abm_chunk"))
 
 
@@ -99,6 +99,42 @@ def test_shared_implicit_entries_give_the_inlined_bits(
                  (shared_run.qdd, inlined.qdd), (shared_run.lam, inlined.lam)):  # fmt: skip
         np.testing.assert_array_equal(a, b)
     assert len(shared.SHARED[entry].signatures) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "routine"),
+    [
+        ("andrews", "hht", "index3_chunk"),  # sparse Newton matrix, no states
+        ("andrews", "genalpha_adaptive", "index3_chunk"),
+        ("pi_pendulum", "hht_adaptive", "index3_states_chunk"),  # dense, explicit state
+        ("pi_pendulum", "genalpha", "index3_states_chunk"),
+        ("lag_pendulum_implicit", "hht", "index3_implicit_chunk"),  # d(Ẋ, X, ...) = 0
+        ("lag_pendulum_implicit", "genalpha_adaptive", "index3_implicit_chunk"),
+    ],
+)
+def test_shared_index3_entries_give_the_inlined_bits(forced_shared, name, method, routine):
+    """HHT-α and generalized-α, fixed step and error-controlled, through the shared
+    index-3 routine (the dynamics kernel and the Newton-matrix blocks by pointer; the
+    states' kernels too where the model has states; n, m, nd read from the workspace)
+    against the module's own entry point, exactly.  Each of the three routines has one
+    signature per workspace type: a model without states compiles no state path, one
+    with explicit states none of the residual's."""
+    if name.startswith("lag_"):
+        module = mbdgen.compile(TEST_MODELS / f"{name}.py", TEST_GENERATED, recompile=False)
+    else:
+        module = import_generated(GENERATED / f"{name}.py")
+    assert shared._index3(module)[0] is getattr(shared, routine)
+    run = {"h": 1e-4, "t_end": 5e-3} if name == "andrews" else RUN  # Andrews' fast motion
+    shared_run = mbdgen.simulate(module, method=method, **run)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MBDGEN_SHARED_ENTRY", "0")
+        inlined = mbdgen.simulate(module, method=method, **run)
+    assert shared_run.q.shape == inlined.q.shape
+    for key in ("q", "qd", "qdd", "lam", "states"):
+        np.testing.assert_array_equal(getattr(shared_run, key), getattr(inlined, key))
+    counts = {k: v for k, v in shared_run.counters.items() if not k.endswith("_s")}
+    assert counts == {k: inlined.counters[k] for k in counts}
+    assert len(getattr(shared, routine).signatures) == 1
 
 
 _KERNELS_LOADED = """

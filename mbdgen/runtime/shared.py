@@ -25,7 +25,16 @@ from numba import njit, types
 from numba.core import config
 from numba.experimental.function_type import WrapperAddressProtocol
 
-from mbdgen.runtime import adaptive, adaptive_rk, explicit, index1, newmark_gcp, partition, welch
+from mbdgen.runtime import (
+    adaptive,
+    adaptive_rk,
+    explicit,
+    hht,
+    index1,
+    newmark_gcp,
+    partition,
+    welch,
+)
 
 _V = types.float64[::1]
 _M = types.float64[:, ::1]
@@ -259,21 +268,34 @@ def dynamics_pointer(module: Any, name: str = "dynamics") -> Any:
     return kern
 
 
+def available(module: Any, name: str) -> bool:
+    """Whether :func:`entry` has a shared routine for ``module.<name>`` (nothing is
+    compiled to answer)."""
+    if not enabled():
+        return False
+    sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
+    return name == "index3_chunk" or name in SHARED or (sparse and name in SHARED_SPARSE)
+
+
 def entry(module: Any, name: str) -> Callable[..., Any] | None:
     """A callable with the signature of ``module.<name>`` that runs the shared routine,
     or None when ``name`` has no shared form."""
     if not enabled():
         return None
     sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
-    if sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
-        routine = SHARED_SPARSE[name]
+    if name == "index3_chunk":
+        routine, names = _index3(module)
+        kern = dynamics_pointer(module, "dynamics_values" if sparse else "dynamics")
+    elif sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
+        routine, names = SHARED_SPARSE[name], ()
         kern = dynamics_pointer(module, "dynamics_values")
     else:
         routine = SHARED.get(name)
         if routine is None:
             return None
+        names = SHARED_KERNELS.get(name, ())
         kern = dynamics_pointer(module)
-    extra = tuple(kernel_pointer(module, k) for k in SHARED_KERNELS.get(name, ()))
+    extra = tuple(kernel_pointer(module, k) for k in names)
 
     def call(*args: Any) -> Any:
         return routine(kern, *extra, *args)
@@ -351,3 +373,100 @@ def kernel_pointer(module: Any, name: str) -> Any:
     if kern is None:
         kern = _KERNELS[key] = KernelPointer(kernel, KERNEL_SIGNATURES[name])
     return kern
+
+
+# -- HHT-α and generalized-α (issue 11, item 3): the index-3 loop's twelve kernels ----
+
+#: ``state_residual(t, q, qd, qdd, lam, xd, p, out)``: d(Ẋ, X, q, q̇, q̈, λ, t).
+RESIDUAL_SIGNATURE = types.void(types.float64, _V, _V, _V, _V, _V, _V, _V)
+#: ``state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd,
+#: d_x)``, dense blocks; ``..._values``: the same outputs as values on their patterns.
+RESIDUAL_BLOCKS_SIGNATURE = types.void(types.float64, *(_V,) * 6, *(_M,) * 6)
+RESIDUAL_BLOCKS_VALUES_SIGNATURE = types.void(types.float64, *(_V,) * 12)
+
+#: The index-3 loop's kernels after ``dynamics`` (:func:`mbdgen.runtime.hht.index3_chunk`):
+#: the Newton matrix's blocks of Eq. 12, then the explicit states' f, f_q, f_q̇, f_X and
+#: Q_X, then the implicit states' d and its blocks.
+INDEX3_BLOCKS = ("mass_a_q", "phi_q_lam_q", "force_q", "force_qd")
+INDEX3_STATE_RATES = ("state_rate", "state_rate_q", "state_rate_qd", "state_rate_x", "force_x")
+INDEX3_RESIDUALS = ("state_residual", "state_residual_blocks")
+
+KERNEL_SIGNATURES.update(
+    {
+        "state_rate": RHS_SIGNATURE,
+        "state_rate_q": BLOCK_SIGNATURE,
+        "state_rate_qd": BLOCK_SIGNATURE,
+        "state_rate_x": BLOCK_SIGNATURE,
+        "force_x": BLOCK_SIGNATURE,
+        "state_residual": RESIDUAL_SIGNATURE,
+        "state_residual_blocks": RESIDUAL_BLOCKS_SIGNATURE,
+        "state_residual_blocks_values": RESIDUAL_BLOCKS_VALUES_SIGNATURE,
+        # values on the static patterns: ``(t, q, x, p, out)`` with a vector ``out``
+        **{
+            f"{k}_values": RHS_SIGNATURE
+            for k in (*INDEX3_BLOCKS, "state_rate_q", "state_rate_qd", "state_rate_x", "force_x")
+        },
+    }
+)
+
+
+@njit(cache=True)
+def _absent(*args):  # pragma: no cover - the loop calls it only where nd > 0 or implicit
+    """Stands for a state kernel that the loop does not call: no states (nd = 0, a
+    constant, so Numba prunes the calls) or explicit states only (no residual)."""
+
+
+@njit(**_OPTS)
+def index3_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws, t0, h, x,
+                 state, n_steps, stride, out_t, out_x, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.hht.index3_chunk` for a model without user states
+    (nd = 0 as a constant: no state path is compiled), n and m read from the
+    workspace, dense or sparse by the workspace's type."""
+    return hht.index3_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, _absent, _absent,
+                            _absent, _absent, _absent, _absent, _absent, ws.force.shape[0],
+                            ws.phi.shape[0], 0, p.shape[0], False, p, ctrl, ws, t0, h, x, state,
+                            n_steps, stride, out_t, out_x, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def index3_states_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate,
+                        state_rate_q, state_rate_qd, state_rate_x, force_x, p, ctrl, ws, t0, h,
+                        x, state, n_steps, stride, out_t, out_x, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.hht.index3_chunk` for explicit user states Ẋ = f (nd read
+    from the workspace's X_{n+1}, the parameters before X in ``p``)."""
+    nd = ws.x1.shape[0]
+    return hht.index3_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate,
+                            state_rate_q, state_rate_qd, state_rate_x, force_x, _absent, _absent,
+                            ws.force.shape[0], ws.phi.shape[0], nd, p.shape[0] - nd, False, p,
+                            ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_x,
+                            out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def index3_implicit_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate,
+                          state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual,
+                          state_residual_blocks, p, ctrl, ws, t0, h, x, state, n_steps, stride,
+                          out_t, out_x, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.hht.index3_chunk` for implicit user states
+    d(Ẋ, X, q, q̇, q̈, λ, t) = 0 (the module's ``IMPLICIT_STATES``)."""
+    nd = ws.x1.shape[0]
+    return hht.index3_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_rate,
+                            state_rate_q, state_rate_qd, state_rate_x, force_x, state_residual,
+                            state_residual_blocks, ws.force.shape[0], ws.phi.shape[0], nd,
+                            p.shape[0] - nd, True, p, ctrl, ws, t0, h, x, state, n_steps, stride,
+                            out_t, out_x, out_aux)  # fmt: skip
+
+
+def _index3(module: Any) -> tuple[Any, tuple[str, ...]]:
+    """The shared index-3 routine for ``module`` and the kernels it takes after
+    ``dynamics`` (``*_values`` on a sparse module, as its own entry point binds)."""
+    if not getattr(module, "N_STATES", 0):
+        routine, names = index3_chunk, INDEX3_BLOCKS
+    elif getattr(module, "IMPLICIT_STATES", False):
+        routine = index3_implicit_chunk
+        names = INDEX3_BLOCKS + INDEX3_STATE_RATES + INDEX3_RESIDUALS
+    else:
+        routine, names = index3_states_chunk, INDEX3_BLOCKS + INDEX3_STATE_RATES
+    if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
+        names = tuple(k if k in ("state_rate", "state_residual") else f"{k}_values" for k in names)
+    return routine, names

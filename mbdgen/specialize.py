@@ -1,0 +1,228 @@
+"""A small model's own entry point, compiled in the background (issue 11, item 3).
+
+A model whose n + m + nd is at most :data:`mbdgen.codegen.abi.UNROLL_LIMIT` steps with
+its module's own entry points: the sizes are constants there, LLVM unrolls the small
+dense loops, and the step is 1.6-2x faster than through the entry points compiled once
+for all models (:mod:`mbdgen.runtime.shared`; HHT on the slider-crank 1.6x, on the PI
+pendulum 2.0x).  But its own entry point costs 2-30 s of JIT the first time (HHT's
+index-3 loop about 21-23 s on a quiet machine), and that was the first step's latency.
+
+With the policy "background" (the default) the first run of a (model, entry point)
+whose own compiled code is neither in memory nor in Numba's disk cache steps through
+the shared routine (the same operations in the same order: the same bits) and starts
+a detached interpreter (``python -m mbdgen.specialize``) that compiles the own entry
+point for exactly the argument types of this run into the cache.  Between chunks the
+run looks whether that process has ended and, once the cache holds the code, goes on
+with the own entry point; later runs find it in the cache from their first call.  The
+JIT is the same work as before, moved off the path to the first step onto the second
+core.  The policy "now" (``MBDGEN_SPECIALIZE=now``: the tests, the benchmarks,
+``mbdgen compile --jit``) compiles the own entry point in the process at the first
+call, as before.
+
+A file lock per (module, entry point, argument types) keeps concurrent runs (threads of
+a sweep, pytest workers, two shells) from compiling the same code twice; the child's
+output goes to a log next to the lock (``specialize_dir()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mbdgen.errors import MbdgenError
+
+POLICY_ENV = "MBDGEN_SPECIALIZE"
+POLICIES = ("background", "now")
+
+_LOCK = threading.Lock()
+#: (module file, entry point, signature) → the background process started for it.
+_STARTED: dict[tuple[str, str, str], subprocess.Popen[bytes]] = {}
+
+
+def policy() -> str:
+    """The policy of :envvar:`MBDGEN_SPECIALIZE`: "background" (default) or "now"."""
+    value = os.environ.get(POLICY_ENV, "background").strip().lower() or "background"
+    if value not in POLICIES:
+        raise MbdgenError(f"{POLICY_ENV} must be one of {', '.join(POLICIES)}, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def policy_set(value: str) -> Iterator[None]:
+    """Within the block the policy is ``value`` ("now": own entry points compile in
+    this process, as ``mbdgen compile --jit`` needs)."""
+    before = os.environ.get(POLICY_ENV)
+    os.environ[POLICY_ENV] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(POLICY_ENV, None)
+        else:
+            os.environ[POLICY_ENV] = before
+
+
+def specialize_dir() -> Path:
+    """Where the locks and the background processes' logs live."""
+    path = Path(tempfile.gettempdir()) / f"mbdgen-specialize-{os.getuid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def load_cached(dispatcher: Any, signature: tuple[Any, ...]) -> bool:
+    """Whether ``dispatcher`` has compiled code for ``signature`` in memory or in its
+    disk cache (then loaded and installed, as Numba's own ``Dispatcher.compile`` does on
+    a cache hit, without compiling anything on a miss)."""
+    if signature in dispatcher.overloads:
+        return True
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None:
+        return False
+    from numba.core.compiler_lock import global_compiler_lock
+
+    try:
+        with global_compiler_lock:
+            cres = cache.load_overload(signature, dispatcher.targetctx)
+            if cres is None:
+                return False
+            dispatcher._cache_hits[signature] += 1
+            dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            dispatcher.add_overload(cres)
+    except Exception:  # noqa: BLE001 - an unreadable entry is a miss, never an error
+        return False
+    return True
+
+
+def _key(module: Any, name: str, signature: tuple[Any, ...]) -> tuple[str, str, str]:
+    text = repr(signature)
+    return (str(module.__file__), name, hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Popen[bytes] | None:
+    """Start (once per process) the background compile of ``module.<name>`` for
+    ``signature``; None where it cannot start (the run goes on with the shared routine)."""
+    key = _key(module, name, signature)
+    with _LOCK:
+        proc = _STARTED.get(key)
+        if proc is not None:
+            return proc
+        folder = specialize_dir()
+        stem = f"{Path(key[0]).stem}-{name}-{key[2]}"
+        try:
+            with tempfile.NamedTemporaryFile(
+                "wb", dir=folder, prefix=stem, suffix=".sig", delete=False
+            ) as f:
+                pickle.dump(signature, f)
+            log = open(folder / f"{stem}.log", "ab")  # noqa: SIM115 - the child's
+            with log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "mbdgen.specialize", key[0], name, f.name,
+                     str(folder / f"{stem}.lock")],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, close_fds=True,
+                    env={**os.environ, POLICY_ENV: "now"},
+                )  # fmt: skip
+        except (OSError, pickle.PicklingError):
+            return None
+        _STARTED[key] = proc
+        return proc
+
+
+def wait_started(timeout: float | None = None) -> None:
+    """Wait for the background compiles this process started (benchmarks, tests)."""
+    with _LOCK:
+        procs = list(_STARTED.values())
+    for proc in procs:
+        proc.wait(timeout)
+
+
+class Specializing:
+    """A small model's entry point under the policy "background": the module's own
+    entry point where its code is compiled or cached for the call's argument types,
+    else the shared routine (from ``shared_factory()``) until the background compile
+    has put the own code in the cache."""
+
+    def __init__(self, own: Any, shared_factory: Callable[[], Any], module: Any, name: str):
+        self.own = own
+        self._shared_factory = shared_factory
+        self._module = module
+        self._name = name
+        self._target: Any = None
+        self._signature: tuple[Any, ...] | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self.__name__ = name
+
+    @property
+    def specialized(self) -> bool:
+        """Whether calls go to the module's own entry point now."""
+        return self._target is self.own
+
+    def _choose(self, args: tuple[Any, ...]) -> Any:
+        self._signature = tuple(self.own.typeof_pyval(a) for a in args)
+        if load_cached(self.own, self._signature):
+            return self.own
+        shared_call = self._shared_factory()
+        if shared_call is None:
+            return self.own
+        self._child = start(self._module, self._name, self._signature)
+        return shared_call
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background compile (tests); True once calls go to the own code."""
+        if self._child is not None:
+            self._child.wait(timeout)
+        self._poll()
+        return self.specialized
+
+    def _poll(self) -> None:
+        if self._child is not None and self._child.poll() is not None:
+            self._child = None
+            if load_cached(self.own, self._signature):  # type: ignore[arg-type]
+                self._target = self.own
+
+    def __call__(self, *args: Any) -> Any:
+        if self._target is None:
+            self._target = self._choose(args)
+        else:
+            self._poll()
+        return self._target(*args)
+
+
+def _compile(path: str, name: str, signature_file: str, lock_file: str) -> str:
+    """The background process: compile ``name`` of the generated module at ``path`` for
+    the pickled signature into Numba's cache, unless another process holds the lock."""
+    try:
+        with open(signature_file, "rb") as f:
+            signature = pickle.load(f)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(signature_file)
+    with open(lock_file, "w") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - no flock (Windows): compile anyway
+            pass
+        except OSError:
+            return "another process compiles it"
+        from mbdgen.compiler import import_generated
+
+        dispatcher = getattr(import_generated(Path(path)), name)
+        if load_cached(dispatcher, signature):
+            return "cached already"
+        dispatcher.compile(signature)
+        return "compiled"
+
+
+if __name__ == "__main__":  # pragma: no cover - run in the background process
+    print(f"{sys.argv[2]} of {sys.argv[1]}: {_compile(*sys.argv[1:5])}", flush=True)

@@ -1,0 +1,109 @@
+"""A small model's own entry point compiled in the background (mbdgen.specialize).
+
+Each test runs a fresh copy of the slider-crank (a new file, so nothing of its own is in
+Numba's cache) under the policy "background" that users get by default; the rest of the
+suite runs under "now" (tests/conftest.py).  The shared routine and the module's own
+entry point perform the same floating-point operations in the same order (no fast-math
+anywhere), so every comparison here is exact.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import MODELS
+
+import mbdgen
+from mbdgen import MbdgenError, simulation, specialize
+from mbdgen.runtime import shared
+
+RUN = {"h": 1e-3, "t_end": 0.2}
+
+
+@pytest.fixture
+def new_model(tmp_path, monkeypatch):
+    """A copy of the slider-crank under a new name, compiled; policy "background"."""
+    model = tmp_path / "slider_crank.py"
+    model.write_text((MODELS / "slider_crank.py").read_text() + f"\n# copy {time.time_ns()}\n")
+    monkeypatch.setenv(specialize.POLICY_ENV, "background")
+    monkeypatch.delenv("MBDGEN_SHARED_ENTRY", raising=False)
+    return mbdgen.compile(model, tmp_path / "gen")
+
+
+def _same(a, b) -> None:
+    for key in ("t", "q", "qd", "qdd", "lam"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+
+
+def test_the_policy_is_checked(monkeypatch):
+    monkeypatch.setenv(specialize.POLICY_ENV, "later")
+    with pytest.raises(MbdgenError, match="MBDGEN_SPECIALIZE must be one of background, now"):
+        specialize.policy()
+    monkeypatch.setenv(specialize.POLICY_ENV, "NOW")
+    assert specialize.policy() == "now"
+
+
+def test_the_first_run_does_not_wait_for_its_own_entry_point(new_model):
+    """The first run steps through the shared routine while a background process
+    compiles the module's own ``abm_chunk`` into Numba's cache (the run itself may pick
+    it up there before it ends); the next run loads it from there, and this process
+    never compiles it: a cache hit, no miss.  Both runs give the same bits."""
+    entry = new_model.abm_chunk
+    first = mbdgen.simulate(new_model, method="abm", **RUN)
+    started = [p for k, p in specialize._STARTED.items() if k[0] == new_model.__file__]
+    assert len(started) == 1 and started[0].wait(300) == 0
+    second = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert sum(entry.stats.cache_hits.values()) == 1
+    assert sum(entry.stats.cache_misses.values()) == 0
+    _same(first, second)
+
+
+def test_a_run_goes_on_with_its_own_entry_point_once_compiled(new_model, monkeypatch):
+    """Between chunks the run looks whether the background compile has ended and then
+    continues with the module's own entry point.  Here a stand-in for the background
+    process compiles the own code when it is polled the second time: the zero-step call
+    and the first chunk run on the shared routine, chunks 2-20 on the own code, and the
+    run has the bits of a run on the own code alone."""
+    calls = {"shared": 0, "polls": 0}
+
+    class Background:
+        def __init__(self, module, name, signature):
+            self.compile = lambda: getattr(module, name).compile(signature)
+
+        def poll(self):
+            calls["polls"] += 1
+            if calls["polls"] < 2:
+                return None
+            self.compile()
+            return 0
+
+    real_entry = shared.entry
+
+    def counted_entry(module, name):
+        routine = real_entry(module, name)
+
+        def call(*args):
+            calls["shared"] += 1
+            return routine(*args)
+
+        return call
+
+    monkeypatch.setattr(specialize, "start", Background)
+    monkeypatch.setattr(shared, "entry", counted_entry)
+    monkeypatch.setattr(simulation, "CHUNK_STEPS", 10)
+    switched = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert calls == {"shared": 2, "polls": 2}
+    assert new_model.abm_chunk.signatures  # the own code ran the other 19 chunks
+    monkeypatch.setenv(specialize.POLICY_ENV, "now")
+    _same(switched, mbdgen.simulate(new_model, method="abm", **RUN))
+
+
+def test_a_failed_background_compile_leaves_the_shared_routine(new_model, monkeypatch):
+    """Where the background process cannot start or compiles nothing, the run stays on
+    the shared routine to its end and never compiles in its own process."""
+    monkeypatch.setattr(specialize, "start", lambda module, name, signature: None)
+    result = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert not new_model.abm_chunk.signatures
+    assert result.t[-1] == pytest.approx(RUN["t_end"])
