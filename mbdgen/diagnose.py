@@ -38,10 +38,27 @@ from mbdgen.runtime.status import (
 
 #: Growth of ‖(q, q̇)‖ over its initial size that counts as a blow-up.
 BLOWUP_GROWTH = 1e6
-#: The remedy for a step that is too large, shared by several causes.
+#: The remedy for a step that is too large, shared by several causes (fixed step).
 SMALLER_STEP = (
     "use a smaller step h, or an error-controlled method (--method vabm or rkf45_adaptive)"
 )
+#: The same for the index-3 families at a fixed step, whose error control is their own.
+SMALLER_STEP_INDEX3 = (
+    "use a smaller step h, or the error-controlled form (--method hht_adaptive or "
+    "genalpha_adaptive)"
+)
+#: The same where the error control chose the step: it was cut to its floor already.
+TIGHTER_TOLERANCE = (
+    "the error control cut the step to its floor without passing: tighten rtol and atol "
+    "(smaller steps before this point), lower h_min, or check the model near this time"
+)
+
+
+def _remedy(family: str, error_controlled: bool) -> str:
+    """What to change when the step was too large for the motion."""
+    if error_controlled:
+        return TIGHTER_TOLERANCE
+    return SMALLER_STEP_INDEX3 if family in ("hht", "genalpha") else SMALLER_STEP
 
 
 def _labels(module: ModuleType) -> dict[str, Sequence[str]]:
@@ -179,6 +196,7 @@ def explain_failure(
     result: object,
     *,
     family: str,
+    error_controlled: bool = False,
     repartitions: int = 0,
     removed_rows: Sequence[int] = (),
     messages: Mapping[int, str] | None = None,
@@ -188,8 +206,10 @@ def explain_failure(
     ``ws`` is the family's workspace (M, Q, Φ, Φ_q, Φ_t, γ of the last evaluation
     first), ``result`` the partial :class:`~mbdgen.results.Result`, ``removed_rows``
     the redundant rows the run left out at t0 (not reported again), ``messages`` the
-    family's own words for status codes.
+    family's own words for status codes, ``error_controlled`` whether the method chose
+    its steps (then a smaller step is not the remedy: it had one).
     """
+    remedy = _remedy(family, error_controlled)
     ws = _dense_blocks(module, ws)
     nonfinite = _first_nonfinite(module, ws)
     first, last = _growth(result)
@@ -199,7 +219,7 @@ def explain_failure(
         return (
             f"the solution blew up (max |q|, |q̇| grew from {first:.3g} to {last:.3g}){what}: "
             f"the step is too large for this model's stiffness or the method is unstable "
-            f"here; {SMALLER_STEP}"
+            f"here; {remedy}"
         )
     if nonfinite is not None:
         return (
@@ -216,7 +236,7 @@ def explain_failure(
         if cause is None:
             cause = (
                 "the matrix of the step became numerically singular although Φ_q has full "
-                f"rank and M is positive definite on the constrained motions; {SMALLER_STEP}"
+                f"rank and M is positive definite on the constrained motions; {remedy}"
             )
         return cause
     if status in (NEWTON_FAILED, REPARTITION) and repartitions:
@@ -227,11 +247,11 @@ def explain_failure(
         )
         return (
             f"no partition of the coordinates worked after {repartitions} re-partition(s): "
-            f"{why}; {SMALLER_STEP}, or constraints='hybrid' or 'baumgarte'"
+            f"{why}; {remedy}, or constraints='hybrid' or 'baumgarte'"
         )
     if status == NONFINITE:
         return (
             "the solution became NaN or infinite although every model quantity was finite "
-            f"at the last evaluation; {SMALLER_STEP}"
+            f"at the last evaluation; {remedy}"
         )
     return (messages or {}).get(status, MESSAGES[status])

@@ -783,6 +783,7 @@ def simulate(
                 stepper.ws,
                 result,
                 family=spec.family,
+                error_controlled=stepper.CHOOSES_STEPS,
                 repartitions=len(repartitions),
                 removed_rows=removed.rows,
                 messages=stepper.messages(),

@@ -470,6 +470,19 @@ def test_blow_up_is_told_from_singularity(tmp_path):
     assert "redundant" not in str(info.value)
 
 
+def test_the_remedy_fits_the_method():
+    """A step too large is remedied by a smaller one (or error control) at a fixed step;
+    an index-3 method is pointed at its own error-controlled form; a method that chose
+    its steps already had a smaller one: its remedy is a tighter tolerance or h_min."""
+    from mbdgen.diagnose import _remedy
+
+    assert "vabm" in _remedy("fixed", False) and "smaller step h" in _remedy("fixed", False)
+    assert "hht_adaptive" in _remedy("hht", False)
+    for family in ("variable", "hht_adaptive", "genalpha_adaptive"):
+        remedy = _remedy(family, True)
+        assert "rtol" in remedy and "h_min" in remedy and "smaller step h" not in remedy
+
+
 def test_gcp_that_finds_no_partition_says_so():
     """Item 7: GCP gives up after three re-partitions and says that none worked."""
     circle = mbdgen.compile(MODELS / "circle.py", GENERATED)

@@ -107,6 +107,9 @@ def _random_mechanism(rng, n_bodies: int, spatial: bool, loops: int):
         else:
             add_block(range(o, o + 3), range(o, o + 3), np.diag([mass, mass, mass / 12]))
     pairs = [(k, int(rng.integers(-1, k))) for k in range(n_bodies)]
+    free = n_bodies * (n_bodies - 1) // 2 - sum(j >= 0 for _, j in pairs)
+    if loops > free:  # else the loop below could never end
+        raise ValueError(f"{n_bodies} bodies leave {free} new pairs for {loops} loops")
     while len(pairs) < n_bodies + loops:  # loop-closing joints between new pairs
         k, j = (int(x) for x in rng.choice(n_bodies, 2, replace=False))
         if (k, j) not in pairs and (j, k) not in pairs:
