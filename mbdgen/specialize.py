@@ -73,7 +73,8 @@ def policy_set(value: str) -> Iterator[None]:
 
 def specialize_dir() -> Path:
     """Where the locks and the background processes' logs live."""
-    path = Path(tempfile.gettempdir()) / f"mbdgen-specialize-{os.getuid()}"
+    user = getattr(os, "getuid", lambda: os.environ.get("USERNAME", "user"))()
+    path = Path(tempfile.gettempdir()) / f"mbdgen-specialize-{user}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -115,9 +116,9 @@ def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Pope
         proc = _STARTED.get(key)
         if proc is not None:
             return proc
-        folder = specialize_dir()
         stem = f"{Path(key[0]).stem}-{name}-{key[2]}"
         try:
+            folder = specialize_dir()
             with tempfile.NamedTemporaryFile(
                 "wb", dir=folder, prefix=stem, suffix=".sig", delete=False
             ) as f:
@@ -131,7 +132,7 @@ def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Pope
                     start_new_session=True, close_fds=True,
                     env={**os.environ, POLICY_ENV: "now"},
                 )  # fmt: skip
-        except (OSError, pickle.PicklingError):
+        except Exception:  # noqa: BLE001 - no background compile: the run goes on as it is
             return None
         _STARTED[key] = proc
         return proc
@@ -166,15 +167,18 @@ class Specializing:
         """Whether calls go to the module's own entry point now."""
         return self._target is self.own
 
-    def _choose(self, args: tuple[Any, ...]) -> Any:
+    def _first_call(self, args: tuple[Any, ...]) -> Any:
         self._signature = tuple(self.own.typeof_pyval(a) for a in args)
         if load_cached(self.own, self._signature):
-            return self.own
-        shared_call = self._shared_factory()
-        if shared_call is None:
-            return self.own
-        self._child = start(self._module, self._name, self._signature)
-        return shared_call
+            self._target = self.own
+            return self.own(*args)
+        self._target = self._shared_factory() or self.own
+        out = self._target(*args)
+        if self._target is not self.own:
+            # after the shared routine's first call: on a fresh installation that call
+            # compiles it, and the background compile would compete for the cores
+            self._child = start(self._module, self._name, self._signature)
+        return out
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the background compile (tests); True once calls go to the own code."""
@@ -191,9 +195,8 @@ class Specializing:
 
     def __call__(self, *args: Any) -> Any:
         if self._target is None:
-            self._target = self._choose(args)
-        else:
-            self._poll()
+            return self._first_call(args)
+        self._poll()
         return self._target(*args)
 
 

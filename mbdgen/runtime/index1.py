@@ -129,6 +129,13 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
     status, phi_norm, phid_norm = solve_index1(
         n, m, qd, ctrl[0], ctrl[1] * ctrl[1], mass, force, phi, phi_q, phi_t, gamma, active, A, b
     )
+    _pack(n, m, qd, b, phi_norm, phid_norm, f, aux)
+    return status
+
+
+@njit(cache=True, inline="always")
+def _pack(n, m, qd, b, phi_norm, phid_norm, f, aux):
+    """f = [q̇; q̈] and aux = [λ; ‖Φ‖₂; ‖Φ̇‖₂] from the solution b = [q̈; λ]."""
     for i in range(n):
         f[i] = qd[i]
         f[n + i] = b[i]
@@ -136,7 +143,6 @@ def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
         aux[i] = b[n + i]
     aux[m] = phi_norm
     aux[m + 1] = phid_norm
-    return status
 
 
 class SparseWorkspace(NamedTuple):
@@ -284,12 +290,5 @@ def index1_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux):
     qd = x[n:]
     kern(t, q, qd, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gamma)
     status, phi_norm, phid_norm = solve_index1_sparse(n, m, qd, ctrl[0], ctrl[1] * ctrl[1], ws)
-    b = ws.b
-    for i in range(n):
-        f[i] = qd[i]
-        f[n + i] = b[i]
-    for i in range(m):
-        aux[i] = b[n + i]
-    aux[m] = phi_norm
-    aux[m + 1] = phid_norm
+    _pack(n, m, qd, ws.b, phi_norm, phid_norm, f, aux)
     return status
