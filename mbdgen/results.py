@@ -124,7 +124,12 @@ class Result:
     Attributes
     ----------
     t : (N,) output times.
-    q, qd, qdd : (N, n) coordinates, velocities, accelerations.
+    q, qd, qdd : (N, n) coordinates, velocities, accelerations.  Under HHT-α with
+        α ≠ 0 ``qdd`` is the method's unknown q̈_{n+1} of Negrut et al. 2007, Eq. 10,
+        which satisfies the equations of motion weighted between t_n and t_{n+1}; it
+        differs from M⁻¹(Q − Φ_qᵀλ) at t_{n+1} by O(|α| h) (generalized-α and α = 0
+        satisfy them at t_{n+1}); ``mbdgen.analysis.assemble(module, q0=q[k], qd0=qd[k], t0=t[k])``
+        gives the latter at row k.
     lam : (N, m) Lagrange multipliers.
     phi_norm : (N,) ‖Φ(q, t)‖₂, the position-constraint residual.
     phid_norm : (N,) ‖Φ_q q̇ + Φ_t‖₂, the velocity-constraint residual.

@@ -12,7 +12,8 @@ of each serves them all, and a new model compiles its kernel once, as before, an
 no integrator.  The call through a function pointer cannot be inlined; for these
 sizes the step costs the same (planar 8-link chain, ABM: 0.97-1.04x the inlined
 entry point, bit-identical results), while for the small unrolled models it would
-cost 2.2x, so those keep their own entry points.
+cost 1.6-2.2x, so those keep their own entry points, and step through these routines
+only while their own code compiles in the background (:mod:`mbdgen.specialize`).
 """
 
 from __future__ import annotations
