@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from numba.core.errors import NumbaError
+
 from mbdgen.errors import MbdgenError
 
 POLICY_ENV = "MBDGEN_SPECIALIZE"
@@ -169,15 +171,20 @@ class Specializing:
 
     def _first_call(self, args: tuple[Any, ...]) -> Any:
         self._signature = tuple(self.own.typeof_pyval(a) for a in args)
+        self._target = self.own
         if load_cached(self.own, self._signature):
-            self._target = self.own
             return self.own(*args)
-        self._target = self._shared_factory() or self.own
-        out = self._target(*args)
-        if self._target is not self.own:
-            # after the shared routine's first call: on a fresh installation that call
-            # compiles it, and the background compile would compete for the cores
-            self._child = start(self._module, self._name, self._signature)
+        try:
+            shared_call = self._shared_factory()
+            out = None if shared_call is None else shared_call(*args)
+        except NumbaError:  # the shared routine does not type for this model: as before
+            shared_call = None
+        if shared_call is None:
+            return self.own(*args)
+        self._target = shared_call
+        # after the shared routine's first call: on a fresh installation that call
+        # compiles it, and a background compile would compete with it for the cores
+        self._child = start(self._module, self._name, self._signature)
         return out
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -107,3 +107,22 @@ def test_a_failed_background_compile_leaves_the_shared_routine(new_model, monkey
     result = mbdgen.simulate(new_model, method="abm", **RUN)
     assert not new_model.abm_chunk.signatures
     assert result.t[-1] == pytest.approx(RUN["t_end"])
+
+
+def test_a_shared_routine_that_does_not_type_falls_back_to_the_own_entry_point(
+    new_model, monkeypatch
+):
+    """Should the shared routine fail to compile for a model (a Numba typing error), the
+    run compiles its own entry point in the process, as without the background policy,
+    and starts nothing in the background."""
+    from numba.core.errors import TypingError
+
+    def refuses(*args):
+        raise TypingError("no shared routine for this model")
+
+    started = []
+    monkeypatch.setattr(shared, "entry", lambda module, name: refuses)
+    monkeypatch.setattr(specialize, "start", lambda *args: started.append(args))
+    result = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert result.t[-1] == pytest.approx(RUN["t_end"])
+    assert new_model.abm_chunk.signatures and not started
