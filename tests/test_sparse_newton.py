@@ -186,8 +186,9 @@ def test_sparse_index3_loop_allocates_nothing_per_step():
     """DESIGN rule 1 on the sparse Newton path: Andrews' mechanism (sparse entry point)
     with HHT at a fixed step, 10 and 400 steps, and hht_adaptive at two tolerances:
     Numba's allocation counter does not grow with the number of steps.  And rule 7:
-    a second process loads the entry point from Numba's cache (the linear algebra is
-    resolved by the workspace's type when it is compiled, not at run time)."""
+    a second process loads the entry point (the shared index-3 routine) from Numba's
+    cache (the linear algebra is resolved by the workspace's type when it is compiled,
+    not at run time)."""
     code = """
 import json, mbdgen
 from numba.core.runtime import _nrt_python, rtsys
@@ -207,7 +208,8 @@ for method, keywords in (
     before = rtsys.get_allocation_stats().alloc
     r = mbdgen.simulate(m, method=method, **keywords)
     counts.append([rtsys.get_allocation_stats().alloc - before, r.counters["steps"]])
-stats = m.index3_chunk.stats
+from mbdgen.runtime import shared
+stats = shared.index3_chunk.stats  # the entry point of every sparse model without states
 print(json.dumps([counts, sum(stats.cache_hits.values()), sum(stats.cache_misses.values())]))
 """
     run_python(code, env={"NUMBA_NRT_STATS": "1"})  # fills the cache if it is cold

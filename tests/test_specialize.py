@@ -9,6 +9,7 @@ anywhere), so every comparison here is exact.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -17,14 +18,20 @@ from conftest import MODELS
 
 import mbdgen
 from mbdgen import MbdgenError, simulation, specialize
-from mbdgen.runtime import shared
+from mbdgen.runtime import module_name, shared
 
 RUN = {"h": 1e-3, "t_end": 0.2}
 
 
 @pytest.fixture
 def new_model(tmp_path, monkeypatch):
-    """A copy of the slider-crank under a new name, compiled; policy "background"."""
+    """A copy of the slider-crank in a new file, compiled; policy "background".  The
+    copy takes the canonical module name in ``sys.modules``: given back afterwards."""
+    name = module_name("slider_crank.py")
+    if name in sys.modules:
+        monkeypatch.setitem(sys.modules, name, sys.modules[name])
+    else:
+        monkeypatch.delitem(sys.modules, name, raising=False)
     model = tmp_path / "slider_crank.py"
     model.write_text((MODELS / "slider_crank.py").read_text() + f"\n# copy {time.time_ns()}\n")
     monkeypatch.setenv(specialize.POLICY_ENV, "background")
