@@ -143,8 +143,10 @@ def derived_quantities(
 ) -> None:
     """Fill ``result``'s energy (T, V), power P and joint reactions from the kernels.
 
-    One call of the module's cached ``energy_rows`` entry point (without reactions) or
-    ``derived`` (with them) over all output rows.  :func:`simulate` runs it without
+    One call of ``energy_rows`` (without reactions) or ``derived`` (with them) over all
+    output rows, through the routines compiled once for all models with the module's
+    ``energy``, ``phi_t`` (and ``reactions``) kernels by pointer
+    (:func:`mbdgen.runtime.shared.postprocess_entry`).  :func:`simulate` runs it without
     reactions for the energy check, and attaches it to the Result, which runs it again
     with reactions on their first use (or on save), so runs that never look at
     reactions pay neither time, nor memory, nor the reactions kernel's compile.
@@ -166,10 +168,10 @@ def derived_quantities(
     p = np.asarray(p, dtype=np.float64)
     if n_react == 0 and hasattr(module, "energy_rows"):
         # no reactions kernel to compile (3-8 s for a spatial model on a cold cache)
-        module.energy_rows(t, q, qd, lam, p, states, energy)
+        shared.postprocess_entry(module, "energy_rows")(t, q, qd, lam, p, states, energy)
     else:
         react = np.zeros((rows, n_react, 12))
-        module.derived(t, q, qd, lam, p, states, energy, react)
+        shared.postprocess_entry(module, "derived")(t, q, qd, lam, p, states, energy, react)
     if not getattr(module, "HAS_POTENTIAL", True):
         energy[:, 1:] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
     result._energy = np.ascontiguousarray(energy[:, :2])

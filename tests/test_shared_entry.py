@@ -137,6 +137,33 @@ def test_shared_index3_entries_give_the_inlined_bits(forced_shared, name, method
     assert len(getattr(shared, routine).signatures) == 1
 
 
+@pytest.mark.parametrize("name", ["slider_crank", "pi_pendulum", "andrews", "iftomm_a04_bricard"])
+def test_shared_energy_and_reactions_give_the_modules_bits(name, monkeypatch):
+    """The energy check and the reactions through the shared routines (the ``energy``,
+    ``phi_t`` and ``reactions`` kernels by pointer) against the module's own
+    ``energy_rows`` and ``derived`` entry points, exactly: planar and spatial, a user
+    state in p's tail (the PI pendulum), a sparse module."""
+    from mbdgen.inputs import parameter_vector
+    from mbdgen.simulation import derived_quantities
+
+    monkeypatch.delenv("MBDGEN_SHARED_ENTRY", raising=False)
+    module = import_generated(GENERATED / f"{name}.py")
+    h = 1e-4 if name in ("andrews", "iftomm_a04_bricard") else 1e-3
+    run = mbdgen.simulate(module, method="hht" if name == "pi_pendulum" else "abm", h=h,
+                          t_end=20 * h)  # fmt: skip
+    p = parameter_vector(module, None)
+    arrays = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("MBDGEN_SHARED_ENTRY", flag)
+        derived_quantities(module, run, p, reactions=False)
+        energy, power = run._energy.copy(), run._power.copy()
+        derived_quantities(module, run, p)
+        arrays[flag] = (energy, power, run._energy, run._power, run._reactions)
+    for a, b in zip(arrays["1"], arrays["0"], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(arrays["1"][0]).any()
+
+
 _KERNELS_LOADED = """
 import json, warnings
 import mbdgen

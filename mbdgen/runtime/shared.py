@@ -34,6 +34,7 @@ from mbdgen.runtime import (
     index1,
     newmark_gcp,
     partition,
+    postprocess,
     welch,
 )
 
@@ -471,3 +472,53 @@ def _index3(module: Any) -> tuple[Any, tuple[str, ...]]:
     if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
         names = tuple(k if k in ("state_rate", "state_residual") else f"{k}_values" for k in names)
     return routine, names
+
+
+# -- The energy check and the reactions (issue 11, item 3): per result, not per step ----
+
+#: ``energy(t, q, qd, p, out)`` → [T, V, P]; ``phi_t(t, q, p, out)``;
+#: ``reactions(t, q, lam, p, out)``, out (reaction rows × 12).
+KERNEL_SIGNATURES.update(
+    {
+        "energy": RHS_SIGNATURE,
+        "phi_t": PHI_SIGNATURE,
+        "reactions": BLOCK_SIGNATURE,
+    }
+)
+
+
+@njit(**_OPTS)
+def energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out):
+    """:func:`mbdgen.runtime.postprocess.energy_rows` with the kernels by pointer."""
+    postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+
+
+@njit(**_OPTS)
+def derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out):
+    """:func:`mbdgen.runtime.postprocess.derived` with the kernels by pointer."""
+    postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out,
+                        reactions_out)  # fmt: skip
+
+
+#: Post-processing entry point → (shared routine, its kernels in order).  They run once
+#: per result, where a loop over rows does not need constant sizes: every model takes
+#: them, and a new model compiles its ``energy`` and ``phi_t`` kernels but no wrapper.
+POSTPROCESS: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "energy_rows": (energy_rows, ("energy", "phi_t")),
+    "derived": (derived, ("energy", "reactions", "phi_t")),
+}
+
+
+def postprocess_entry(module: Any, name: str) -> Callable[..., Any]:
+    """``module.<name>`` ("energy_rows" or "derived") through its shared routine, or the
+    module's own where shared entry points are off."""
+    if not enabled():
+        return getattr(module, name)
+    routine, names = POSTPROCESS[name]
+    kernels = tuple(kernel_pointer(module, k) for k in names)
+
+    def call(*args: Any) -> Any:
+        return routine(*kernels, *args)
+
+    call.__name__ = name
+    return call
