@@ -106,8 +106,11 @@ def load_cached(dispatcher: Any, signature: tuple[Any, ...]) -> bool:
 
 
 def _key(module: Any, name: str, signature: tuple[Any, ...]) -> tuple[str, str, str]:
-    text = repr(signature)
-    return (str(module.__file__), name, hashlib.sha256(text.encode()).hexdigest()[:16])
+    """(module file, entry point, digest of both and the signature): a copy of a model
+    in another folder is another file to Numba's cache, so another key."""
+    path = str(module.__file__)
+    text = "\0".join((path, name, repr(signature)))
+    return (path, name, hashlib.sha256(text.encode()).hexdigest()[:16])
 
 
 def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Popen[bytes] | None:

@@ -133,3 +133,15 @@ def test_a_shared_routine_that_does_not_type_falls_back_to_the_own_entry_point(
     result = mbdgen.simulate(new_model, method="abm", **RUN)
     assert result.t[-1] == pytest.approx(RUN["t_end"])
     assert new_model.abm_chunk.signatures and not started
+
+
+def test_copies_of_a_model_in_two_folders_do_not_share_a_lock():
+    """The lock and the log are per file: a copy of a model in another folder is
+    another file to Numba's cache, whose own code another process may be compiling."""
+    from types import SimpleNamespace
+
+    signature = ("float64",)
+    a = specialize._key(SimpleNamespace(__file__="/a/pendulum.py"), "abm_chunk", signature)
+    b = specialize._key(SimpleNamespace(__file__="/b/pendulum.py"), "abm_chunk", signature)
+    again = specialize._key(SimpleNamespace(__file__="/a/pendulum.py"), "abm_chunk", signature)
+    assert a[2] != b[2] and a == again
