@@ -24,6 +24,7 @@ from mbdgen import geometry, interrupts
 from mbdgen.analysis.assembly import (
     CONSISTENCY_TOL,
     RemovedRows,
+    constraint_blocks,
     constraint_jacobian,
     constraint_residuals,
     removable_rows,
@@ -230,10 +231,9 @@ def _sparse_gcp_workspace(
 
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     rows, cols = module.PHI_Q_ROWS, module.PHI_Q_COLS
-    values = [np.zeros(k) for k in (len(module.MASS_ROWS), n, m, len(rows), m, m)]
-    module.dynamics_values(t0, x[:n], x[n:], p, *values)  # M, Q, Φ, Φ_q, Φ_t, γ
+    _, phi_q, _ = constraint_blocks(module, t0, x[:n], x[n:], p, "dynamics_values")
     try:
-        order = partition.pivot_order_sparse(m, n, rows, cols, values[3])
+        order = partition.pivot_order_sparse(m, n, rows, cols, phi_q)
         dep, ind, quality, row_of, col_of = order
     except ValueError as exc:
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None

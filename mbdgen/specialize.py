@@ -167,11 +167,6 @@ class Specializing:
         self._child: subprocess.Popen[bytes] | None = None
         self.__name__ = name
 
-    @property
-    def specialized(self) -> bool:
-        """Whether calls go to the module's own entry point now."""
-        return self._target is self.own
-
     def _first_call(self, args: tuple[Any, ...]) -> Any:
         self._signature = tuple(self.own.typeof_pyval(a) for a in args)
         self._target = self.own
@@ -189,13 +184,6 @@ class Specializing:
         # compiles it, and a background compile would compete with it for the cores
         self._child = start(self._module, self._name, self._signature)
         return out
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the background compile (tests); True once calls go to the own code."""
-        if self._child is not None:
-            self._child.wait(timeout)
-        self._poll()
-        return self.specialized
 
     def _poll(self) -> None:
         if self._child is not None and self._child.poll() is not None:

@@ -74,7 +74,7 @@ class Assembly:
         )
 
 
-def _constraint_blocks(
+def constraint_blocks(
     module: ModuleType, t: float, q: np.ndarray, qd: np.ndarray, p: np.ndarray, kernel: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Φ, Φ_q and Φ_t from one call of ``kernel`` ("dynamics" or "dynamics_values"; Φ_q
@@ -105,7 +105,7 @@ def constraint_residuals(
     to compile for the spatial examples); "phi" uses the ``phi``, ``phi_q``, ``phi_t``
     kernels.  No m × n array is made for the values kernel."""
     qd = np.ascontiguousarray(qd, dtype=np.float64)
-    phi, phi_q, phi_t = _constraint_blocks(
+    phi, phi_q, phi_t = constraint_blocks(
         module, t, np.ascontiguousarray(q, dtype=np.float64), qd,
         np.ascontiguousarray(p, dtype=np.float64), kernel,
     )  # fmt: skip
@@ -122,7 +122,7 @@ def constraint_jacobian(
     for the dense rank tests."""
     q = np.ascontiguousarray(q, dtype=np.float64)
     p = np.ascontiguousarray(p, dtype=np.float64)
-    phi, phi_q, _ = _constraint_blocks(module, t, q, np.zeros_like(q), p, kernel)
+    phi, phi_q, _ = constraint_blocks(module, t, q, np.zeros_like(q), p, kernel)
     if phi_q.ndim == 2:
         return phi, phi_q
     dense = np.zeros((phi.size, q.size))

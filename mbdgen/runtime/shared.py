@@ -270,33 +270,36 @@ def dynamics_pointer(module: Any, name: str = "dynamics") -> Any:
     return kern
 
 
-def available(module: Any, name: str) -> bool:
-    """Whether :func:`entry` has a shared routine for ``module.<name>`` (nothing is
-    compiled to answer)."""
-    if not enabled():
-        return False
-    sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
-    return name == "index3_chunk" or name in SHARED or (sparse and name in SHARED_SPARSE)
-
-
-def entry(module: Any, name: str) -> Callable[..., Any] | None:
-    """A callable with the signature of ``module.<name>`` that runs the shared routine,
-    or None when ``name`` has no shared form."""
+def _route(module: Any, name: str) -> tuple[Any, str, tuple[str, ...]] | None:
+    """(shared routine, its dynamics kernel, the kernels it takes after that) for
+    ``module.<name>``, or None where ``name`` has no shared form or they are off."""
     if not enabled():
         return None
     sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
     if name == "index3_chunk":
         routine, names = _index3(module)
-        kern = dynamics_pointer(module, "dynamics_values" if sparse else "dynamics")
-    elif sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
-        routine, names = SHARED_SPARSE[name], ()
-        kern = dynamics_pointer(module, "dynamics_values")
-    else:
-        routine = SHARED.get(name)
-        if routine is None:
-            return None
-        names = SHARED_KERNELS.get(name, ())
-        kern = dynamics_pointer(module)
+        return routine, "dynamics_values" if sparse else "dynamics", names
+    if sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
+        return SHARED_SPARSE[name], "dynamics_values", ()
+    if name in SHARED:
+        return SHARED[name], "dynamics", SHARED_KERNELS.get(name, ())
+    return None
+
+
+def available(module: Any, name: str) -> bool:
+    """Whether :func:`entry` has a shared routine for ``module.<name>`` (nothing is
+    compiled to answer)."""
+    return _route(module, name) is not None
+
+
+def entry(module: Any, name: str) -> Callable[..., Any] | None:
+    """A callable with the signature of ``module.<name>`` that runs the shared routine,
+    or None when ``name`` has no shared form."""
+    route = _route(module, name)
+    if route is None:
+        return None
+    routine, dynamics, names = route
+    kern = dynamics_pointer(module, dynamics)
     extra = tuple(kernel_pointer(module, k) for k in names)
 
     def call(*args: Any) -> Any:
