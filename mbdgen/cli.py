@@ -346,10 +346,16 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     "--atol", default=1e-6, show_default=True, type=float, help="Variable step: absolute tol."
 )
 @click.option(
-    "--h-min", default=None, type=float, help="hht_adaptive, genalpha_adaptive: smallest step."
+    "--h-min",
+    default=None,
+    type=float,
+    help="hht_adaptive, genalpha_adaptive, radau5: smallest step.",
 )
 @click.option(
-    "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
+    "--h-max",
+    default=None,
+    type=float,
+    help="hht_adaptive, genalpha_adaptive, radau5: largest step.",
 )
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option(
@@ -1282,10 +1288,16 @@ def entry() -> None:
 @click.option("--rtol", default=1e-6, show_default=True, type=float, help="Variable step: rtol.")
 @click.option("--atol", default=1e-6, show_default=True, type=float, help="Variable step: atol.")
 @click.option(
-    "--h-min", default=None, type=float, help="hht_adaptive, genalpha_adaptive: smallest step."
+    "--h-min",
+    default=None,
+    type=float,
+    help="hht_adaptive, genalpha_adaptive, radau5: smallest step.",
 )
 @click.option(
-    "--h-max", default=None, type=float, help="hht_adaptive, genalpha_adaptive: largest step."
+    "--h-max",
+    default=None,
+    type=float,
+    help="hht_adaptive, genalpha_adaptive, radau5: largest step.",
 )
 @click.option("--phi-tol", default=None, type=float, help="‖Φ‖ warning level (simulate's).")
 @click.option(

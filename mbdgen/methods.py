@@ -221,13 +221,13 @@ class Method:
         """The scheme satisfies the constraints itself (Welch's projections, HHT's
         index-3 Newton, Newmark-GCP's partitioning): it takes no constraint handling, no
         Baumgarte gains."""
-        return self.family in ("welch", "newmark_gcp", *INDEX3_FAMILIES)
+        return self.family in ("welch", "newmark_gcp", "radau", *INDEX3_FAMILIES)
 
     @property
     def error_controlled(self) -> bool:
         """The step size follows a local error estimate (rtol, atol; ``h`` is then the
         output interval), not the user's h."""
-        return self.family in ("adaptive", "hht_adaptive", "genalpha_adaptive")
+        return self.family in ("adaptive", "hht_adaptive", "genalpha_adaptive", "radau")
 
     @property
     def integrates_states(self) -> bool:
@@ -243,7 +243,7 @@ class Method:
 
     def order(self, k: int) -> int:
         """Global order of convergence of the variant ``k``."""
-        if self.family in ("rk", "welch", "newmark_gcp", *INDEX3_FAMILIES):
+        if self.family in ("rk", "welch", "newmark_gcp", "radau", *INDEX3_FAMILIES):
             return self.orders[0]
         if self.family == "adaptive":  # Adams: k is the highest order allowed
             return self.orders[0] if self.tableau else k + 1
@@ -340,6 +340,16 @@ METHODS: dict[str, Method] = {
             "index3_chunk",
             "generalized-α with HHT's error control (rtol, atol) and dense output",
             (2,),
+        ),
+        Method(
+            "radau5",
+            "radau",
+            "radau_chunk",
+            "Radau IIA of order 5, implicit, index-3 DAE, with error control (rtol, atol) "
+            "and dense output: Newton on the stages' q, q̇, λ with RADAU5's real and complex "
+            "matrices from the generated blocks (Hairer & Wanner 1996, §IV.8, §VII.4) — "
+            "tight tolerances, stiff mechanisms",
+            (5,),
         ),
         Method(
             "newmark_gcp",

@@ -20,7 +20,7 @@ from conftest import MODELS, run_python
 import mbdgen
 from mbdgen.methods import INDEX3_FAMILIES, METHODS
 
-IMPLICIT = [n for n, m in METHODS.items() if m.family in (*INDEX3_FAMILIES, "newmark_gcp")]
+IMPLICIT = [n for n, m in METHODS.items() if m.family in (*INDEX3_FAMILIES, "newmark_gcp", "radau")]
 EXAMPLES = sorted(p.stem for p in MODELS.glob("*.py"))
 
 #: Five steps of h (fixed step) or five output intervals h (error control, rtol = atol

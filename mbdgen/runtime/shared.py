@@ -35,6 +35,7 @@ from mbdgen.runtime import (
     newmark_gcp,
     partition,
     postprocess,
+    radau,
     welch,
 )
 
@@ -460,6 +461,12 @@ def index3_implicit_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_
                             state_residual_blocks, ws.force.shape[0], ws.phi.shape[0], nd,
                             p.shape[0] - nd, True, p, ctrl, ws, t0, h, x, state, n_steps, stride,
                             out_t, out_x, out_aux)  # fmt: skip
+
+
+#: Radau IIA (:mod:`mbdgen.runtime.radau`): n and m read from the workspace, the dense
+#: kernels on every model (its matrices are dense), no state path.
+SHARED["radau_chunk"] = radau.radau_chunk
+SHARED_KERNELS["radau_chunk"] = INDEX3_BLOCKS
 
 
 def _index3(module: Any) -> tuple[Any, tuple[str, ...]]:
