@@ -263,9 +263,7 @@ def evaluation_kernel(module: ModuleType, family: str, constraints: str) -> str:
     their patterns) for a sparse module's index-1, sparse GCP and index-3 runs, else
     "dynamics" (:data:`mbdgen.codegen.abi.ENTRY_POINTS`, :func:`mbdgen.runtime.shared.entry`).
     The checks at t0 evaluate Φ with it, so that they compile no kernel of their own."""
-    if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse" or family in (
-        "welch", "newmark_gcp", "radau",
-    ):  # fmt: skip
+    if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse" or family in ("welch", "newmark_gcp"):
         return "dynamics"
     if constraints == "hybrid" or (constraints == "gcp" and not shared.sparse_gcp(module)):
         return "dynamics"
@@ -931,7 +929,10 @@ class Radau(ErrorControlled, _RadauOptions):
         run = self.run
         t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         t_out[-1] = min(t_out[-1], run.t_end)
-        self.ws = radau.workspace(run.n, run.m, t_out, active=run.removed.active)
+        if getattr(run.module, "LINEAR_ALGEBRA", "dense") == "sparse":
+            self.ws = radau.sparse_workspace(run.module, t_out, active=run.removed.active)
+        else:
+            self.ws = radau.workspace(run.n, run.m, t_out, active=run.removed.active)
         o, f = run.options, self.ws.fstate
         span = run.t_end - run.t0
         h_max = o["h_max"] if o["h_max"] is not None else span
@@ -986,7 +987,10 @@ def _radau_entry(run: Run) -> Any:
     entry = shared.entry(module, "radau_chunk")
     if entry is not None:
         return entry
-    kernels = tuple(getattr(module, k) for k in ("dynamics", *shared.INDEX3_BLOCKS))
+    names = ("dynamics", *shared.INDEX3_BLOCKS)
+    if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
+        names = tuple(f"{k}_values" for k in names)
+    kernels = tuple(getattr(module, k) for k in names)
 
     def call(*args: Any) -> Any:
         return radau.radau_chunk(*kernels, *args)

@@ -63,13 +63,15 @@ acceleration that the next Jacobian's (M a)_q reads); user states are not integr
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from mbdgen.runtime import hht
 from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored, row_weights
+from mbdgen.runtime.sparse import kkt_assemble, kkt_factor, kkt_rhs, kkt_solve
 from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, SINGULAR, STEP_SIZE_COLLAPSE
 
 
@@ -204,8 +206,9 @@ def control(
 
 
 class Workspace(NamedTuple):
-    """Preallocated arrays of :func:`radau_chunk` (M, Q, Φ, Φ_q, Φ_t, γ first, as in
-    every workspace: :mod:`mbdgen.diagnose` reads them)."""
+    """Preallocated arrays of :func:`radau_chunk`, dense: (n + m)² matrices and LU with
+    partial pivoting (M, Q, Φ, Φ_q, Φ_t, γ first, as in every workspace:
+    :mod:`mbdgen.diagnose` reads them)."""
 
     mass: np.ndarray  # M of the latest evaluation
     force: np.ndarray  # Q
@@ -217,17 +220,15 @@ class Workspace(NamedTuple):
     phi_q_n: np.ndarray  # Φ_q at y_n
     mass0: np.ndarray  # M of the factored matrices (E of the solves and the estimate)
     phi_q0: np.ndarray  # Φ_q of the factored matrices
-    kq: np.ndarray  # K = (M a)_q + (Φ_qᵀλ)_q − Q_q of the Jacobian
-    fqd: np.ndarray  # C = Q_q̇ of the Jacobian
-    maq: np.ndarray  # work arrays of the block kernels
+    maq: np.ndarray  # the Jacobian's blocks (M a)_q, (Φ_qᵀλ)_q, Q_q, Q_q̇
     plq: np.ndarray
     fq: np.ndarray
+    fqd: np.ndarray  # C = Q_q̇
+    kq: np.ndarray  # K = (M a)_q + (Φ_qᵀλ)_q − Q_q
     ar: np.ndarray  # the real (n + m)² matrix, then its LU factors
     pr: np.ndarray
     ac: np.ndarray  # the complex one
     pc: np.ndarray
-    br: np.ndarray  # (n + m) right sides
-    bc: np.ndarray
     y: np.ndarray  # y_n = [q; v; λ]
     f0: np.ndarray  # f(y_n) = [v; Q − Φ_qᵀλ; −Φ]
     z: np.ndarray  # (3, N) stage increments Z_i
@@ -237,78 +238,412 @@ class Workspace(NamedTuple):
     scal: np.ndarray  # (N) weights of the norms
     err: np.ndarray  # (N) error estimate
     e1: np.ndarray  # (N) its right side
+    br: np.ndarray  # (n + m) right sides of the reduced systems
+    bc: np.ndarray
     qs: np.ndarray  # a stage's q, v, λ, D_v
     vs: np.ndarray
     ls: np.ndarray
     dv: np.ndarray
+    t1: np.ndarray  # (n) products M x, C x
+    t2: np.ndarray
+    t3: np.ndarray
+    t4: np.ndarray
+    tm: np.ndarray  # (m) Φ_q q̇ + Φ_t of an output row
     xo: np.ndarray  # an output row [q; q̇; q̈; λ]
     fstate: np.ndarray
     t_out: np.ndarray
     active: np.ndarray  # (m,) 1.0 enforced, 0.0 a removed redundant row (λ_i = 0)
 
 
+class SparseWorkspace(NamedTuple):
+    """:class:`Workspace` on the compile-time patterns of a sparse module: M, Φ_q and the
+    Jacobian's blocks as values (the ``*_values`` kernels), the two matrices of
+    [[H, Φ_qᵀ], [Φ_q, 0]] assembled and factored by the plan of HHT's sparse Newton
+    matrix (:func:`mbdgen.runtime.sparse_newton.plan_for`: H = M + K/σ² − C/σ has the
+    pattern of HHT's M̂), no (n + m)² array."""
+
+    mass: np.ndarray
+    force: np.ndarray
+    phi: np.ndarray
+    phi_q: np.ndarray
+    phi_t: np.ndarray
+    gam: np.ndarray
+    mass_n: np.ndarray
+    phi_q_n: np.ndarray
+    mass0: np.ndarray
+    phi_q0: np.ndarray  # also B = A of the factored K (kkt_rhs needs the same values)
+    maq: np.ndarray
+    plq: np.ndarray
+    fq: np.ndarray
+    fqd: np.ndarray
+    plan: Any  # sparse_newton.NewtonPlan
+    m_rows: np.ndarray  # the patterns of M, Φ_q and Q_q̇ (products with their values)
+    m_cols: np.ndarray
+    p_rows: np.ndarray
+    p_cols: np.ndarray
+    d_rows: np.ndarray
+    d_cols: np.ndarray
+    hr: np.ndarray  # H's values, real and complex
+    hc: np.ndarray
+    valr: np.ndarray  # K's values, then its factors
+    valc: np.ndarray
+    wrow_r: np.ndarray
+    wrow_c: np.ndarray
+    work_r: np.ndarray
+    work_c: np.ndarray
+    y: np.ndarray
+    f0: np.ndarray
+    z: np.ndarray
+    w: np.ndarray
+    g: np.ndarray
+    cont: np.ndarray
+    scal: np.ndarray
+    err: np.ndarray
+    e1: np.ndarray
+    br: np.ndarray
+    bc: np.ndarray
+    qs: np.ndarray
+    vs: np.ndarray
+    ls: np.ndarray
+    dv: np.ndarray
+    t1: np.ndarray
+    t2: np.ndarray
+    t3: np.ndarray
+    t4: np.ndarray
+    tm: np.ndarray
+    xo: np.ndarray
+    fstate: np.ndarray
+    t_out: np.ndarray
+    active: np.ndarray
+
+
+def _common(n: int, m: int, t_out: np.ndarray, active: np.ndarray | None) -> dict[str, Any]:
+    N, K = 2 * n + m, n + m
+    return {
+        "force": np.zeros(n),
+        "phi": np.zeros(m),
+        "phi_t": np.zeros(m),
+        "gam": np.zeros(m),
+        "y": np.zeros(N),
+        "f0": np.zeros(N),
+        "z": np.zeros((3, N)),
+        "w": np.zeros((3, N)),
+        "g": np.zeros((3, N)),
+        "cont": np.zeros((4, N)),
+        "scal": np.ones(N),
+        "err": np.zeros(N),
+        "e1": np.zeros(N),
+        "br": np.zeros(K),
+        "bc": np.zeros(K, dtype=np.complex128),
+        "qs": np.zeros(n),
+        "vs": np.zeros(n),
+        "ls": np.zeros(m),
+        "dv": np.zeros(n),
+        "t1": np.zeros(n),
+        "t2": np.zeros(n),
+        "t3": np.zeros(n),
+        "t4": np.zeros(n),
+        "tm": np.zeros(m),
+        "xo": np.zeros(3 * n + m),
+        "fstate": np.zeros(F_SIZE),
+        "t_out": np.asarray(t_out, dtype=np.float64),
+        "active": row_weights(m, active),
+    }
+
+
 def workspace(n: int, m: int, t_out: np.ndarray, active: np.ndarray | None = None) -> Workspace:
     """Preallocated arrays for :func:`radau_chunk`; ``t_out`` the output times."""
-    N, K = 2 * n + m, n + m
+    K = n + m
+
+    def square() -> np.ndarray:
+        return np.zeros((n, n))
+
     return Workspace(
-        mass=np.zeros((n, n)),
-        force=np.zeros(n),
-        phi=np.zeros(m),
+        mass=square(),
         phi_q=np.zeros((m, n)),
-        phi_t=np.zeros(m),
-        gam=np.zeros(m),
-        mass_n=np.zeros((n, n)),
+        mass_n=square(),
         phi_q_n=np.zeros((m, n)),
-        mass0=np.zeros((n, n)),
+        mass0=square(),
         phi_q0=np.zeros((m, n)),
-        kq=np.zeros((n, n)),
-        fqd=np.zeros((n, n)),
-        maq=np.zeros((n, n)),
-        plq=np.zeros((n, n)),
-        fq=np.zeros((n, n)),
+        maq=square(),
+        plq=square(),
+        fq=square(),
+        fqd=square(),
+        kq=square(),
         ar=np.zeros((K, K)),
         pr=np.zeros(K, dtype=np.int64),
         ac=np.zeros((K, K), dtype=np.complex128),
         pc=np.zeros(K, dtype=np.int64),
-        br=np.zeros(K),
-        bc=np.zeros(K, dtype=np.complex128),
-        y=np.zeros(N),
-        f0=np.zeros(N),
-        z=np.zeros((3, N)),
-        w=np.zeros((3, N)),
-        g=np.zeros((3, N)),
-        cont=np.zeros((4, N)),
-        scal=np.ones(N),
-        err=np.zeros(N),
-        e1=np.zeros(N),
-        qs=np.zeros(n),
-        vs=np.zeros(n),
-        ls=np.zeros(m),
-        dv=np.zeros(n),
-        xo=np.zeros(3 * n + m),
-        fstate=np.zeros(F_SIZE),
-        t_out=np.asarray(t_out, dtype=np.float64),
-        active=row_weights(m, active),
+        **_common(n, m, t_out, active),
     )
 
 
+def sparse_workspace(
+    module: Any, t_out: np.ndarray, active: np.ndarray | None = None
+) -> SparseWorkspace:
+    """:class:`SparseWorkspace` for a sparse generated module (its plan cached on it)."""
+    from mbdgen.runtime import sparse_newton
+
+    plan = sparse_newton.plan_for(module)
+    n, m = int(module.N_COORDINATES), int(module.N_CONSTRAINTS)
+    kkt = plan.kkt
+
+    def ints(a: Any) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.int64)
+
+    nm, npq = len(module.MASS_ROWS), len(module.PHI_Q_ROWS)
+    return SparseWorkspace(
+        mass=np.zeros(nm),
+        phi_q=np.zeros(npq),
+        mass_n=np.zeros(nm),
+        phi_q_n=np.zeros(npq),
+        mass0=np.zeros(nm),
+        phi_q0=np.zeros(npq),
+        maq=np.zeros(plan.maq_map.shape[0]),
+        plq=np.zeros(plan.plq_map.shape[0]),
+        fq=np.zeros(plan.fq_map.shape[0]),
+        fqd=np.zeros(plan.fqd_map.shape[0]),
+        plan=plan,
+        m_rows=ints(module.MASS_ROWS),
+        m_cols=ints(module.MASS_COLS),
+        p_rows=ints(module.PHI_Q_ROWS),
+        p_cols=ints(module.PHI_Q_COLS),
+        d_rows=ints(module.FORCE_QD_ROWS),
+        d_cols=ints(module.FORCE_QD_COLS),
+        hr=np.zeros(plan.h_rows.shape[0]),
+        hc=np.zeros(plan.h_rows.shape[0], dtype=np.complex128),
+        valr=np.zeros(kkt.values_size),
+        valc=np.zeros(kkt.values_size, dtype=np.complex128),
+        wrow_r=np.zeros(max(kkt.aug_rows.shape[0], 1)),
+        wrow_c=np.zeros(max(kkt.aug_rows.shape[0], 1)),
+        work_r=np.zeros(kkt.size),
+        work_c=np.zeros(kkt.size, dtype=np.complex128),
+        **_common(n, m, t_out, active),
+    )
+
+
+# -- products with M, Φ_q and C: dense arrays, or values on the module's patterns -----
+
+
 @njit(cache=True, inline="always")
-def _rhs(n, m, ws, v, lam, out):
-    """out ← f = [v; Q − Φ_qᵀλ; −Φ] from the latest evaluation (a removed row: −λ_i)."""
+def _dense_times(A, x, out):
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(A.shape[1]):
+            s += A[i, j] * x[j]
+        out[i] = s
+
+
+@njit(cache=True, inline="always")
+def _dense_t_times(A, x, out):
+    for j in range(A.shape[1]):
+        out[j] = 0.0
+    for i in range(A.shape[0]):
+        xi = x[i]
+        for j in range(A.shape[1]):
+            out[j] += A[i, j] * xi
+
+
+@njit(cache=True, inline="always")
+def _values_times(rows, cols, vals, x, out):
+    out[:] = 0.0
+    for e in range(vals.shape[0]):
+        out[rows[e]] += vals[e] * x[cols[e]]
+
+
+@njit(cache=True, inline="always")
+def _values_t_times(rows, cols, vals, x, out):
+    out[:] = 0.0
+    for e in range(vals.shape[0]):
+        out[cols[e]] += vals[e] * x[rows[e]]
+
+
+def _mass_times(ws, M, x, out):
+    """out ← M x (M: ``ws.mass``, ``ws.mass0``, dense or values on M's pattern)."""
+    if M.ndim == 2:
+        _dense_times(M, x, out)
+    else:
+        _values_times(ws.m_rows, ws.m_cols, M, x, out)
+
+
+def _phiq_times(ws, P, x, out):
+    """out ← Φ_q x."""
+    if P.ndim == 2:
+        _dense_times(P, x, out)
+    else:
+        _values_times(ws.p_rows, ws.p_cols, P, x, out)
+
+
+def _phiq_t_times(ws, P, x, out):
+    """out ← Φ_qᵀ x."""
+    if P.ndim == 2:
+        _dense_t_times(P, x, out)
+    else:
+        _values_t_times(ws.p_rows, ws.p_cols, P, x, out)
+
+
+def _fqd_times(ws, x, out):
+    """out ← C x, C = Q_q̇ of the Jacobian."""
+    if ws.fqd.ndim == 2:
+        _dense_times(ws.fqd, x, out)
+    else:
+        _values_times(ws.d_rows, ws.d_cols, ws.fqd, x, out)
+
+
+def _copy(src, dst):
+    if src.ndim == 2:
+        for i in range(src.shape[0]):
+            for j in range(src.shape[1]):
+                dst[i, j] = src[i, j]
+    else:
+        for i in range(src.shape[0]):
+            dst[i] = src[i]
+
+
+@overload(_mass_times, inline="always")
+def _ol_mass_times(ws, M, x, out):
+    if M.ndim == 2:
+        return lambda ws, M, x, out: _dense_times(M, x, out)
+    return lambda ws, M, x, out: _values_times(ws.m_rows, ws.m_cols, M, x, out)
+
+
+@overload(_phiq_times, inline="always")
+def _ol_phiq_times(ws, P, x, out):
+    if P.ndim == 2:
+        return lambda ws, P, x, out: _dense_times(P, x, out)
+    return lambda ws, P, x, out: _values_times(ws.p_rows, ws.p_cols, P, x, out)
+
+
+@overload(_phiq_t_times, inline="always")
+def _ol_phiq_t_times(ws, P, x, out):
+    if P.ndim == 2:
+        return lambda ws, P, x, out: _dense_t_times(P, x, out)
+    return lambda ws, P, x, out: _values_t_times(ws.p_rows, ws.p_cols, P, x, out)
+
+
+@overload(_fqd_times, inline="always")
+def _ol_fqd_times(ws, x, out):
+    if _is_sparse(ws):
+        return lambda ws, x, out: _values_times(ws.d_rows, ws.d_cols, ws.fqd, x, out)
+    return lambda ws, x, out: _dense_times(ws.fqd, x, out)
+
+
+@overload(_copy, inline="always")
+def _ol_copy(src, dst):
+    if src.ndim == 2:
+
+        def copy2(src, dst):
+            for i in range(src.shape[0]):
+                for j in range(src.shape[1]):
+                    dst[i, j] = src[i, j]
+
+        return copy2
+
+    def copy1(src, dst):
+        for i in range(src.shape[0]):
+            dst[i] = src[i]
+
+    return copy1
+
+
+def _is_sparse(ws_type: Any) -> bool:
+    return getattr(ws_type, "instance_class", None) is SparseWorkspace
+
+
+# -- the factorizations: dense LU, or the sparse plan's -----------------------------
+
+
+@njit(cache=True, inline="always")
+def _dense_start_factor(n, m, ws):
+    A = ws.ar
     for i in range(n):
-        out[i] = v[i]
-        s = ws.force[i]
-        for j in range(m):
-            s -= ws.phi_q[j, i] * lam[j]
-        out[n + i] = s
-    for i in range(m):
-        w = ws.active[i]
-        out[2 * n + i] = -(w * ws.phi[i] + (1.0 - w) * lam[i])
+        for j in range(n):
+            A[i, j] = ws.mass[i, j]
+    hht.constraint_block(n, m, ws.phi_q, ws.active, A)
+    return lu_factor_inplace(A, ws.pr, n + m)
+
+
+@njit(cache=True)
+def _sparse_start_factor(n, m, ws):
+    plan = ws.plan
+    ws.hr[:] = 0.0
+    for e in range(plan.mass_map.shape[0]):
+        ws.hr[plan.mass_map[e]] += ws.mass[e]
+    for e in range(ws.phi_q.shape[0]):
+        ws.phi_q0[e] = ws.phi_q[e]
+    kkt_assemble(plan.kkt, ws.hr, ws.phi_q0, ws.phi_q0, ws.active, ws.valr, ws.wrow_r)
+    return kkt_factor(plan.kkt, ws.valr)
+
+
+def _start_factor(n, m, ws):
+    """Factor [[M, Φ_qᵀ], [Φ_q, 0]] of the latest evaluation (the start's solves)."""
+    if isinstance(ws, SparseWorkspace):
+        return _sparse_start_factor(n, m, ws)
+    return _dense_start_factor(n, m, ws)
+
+
+@overload(_start_factor, inline="always")
+def _ol_start_factor(n, m, ws):
+    if _is_sparse(ws):
+        return lambda n, m, ws: _sparse_start_factor(n, m, ws)
+    return lambda n, m, ws: _dense_start_factor(n, m, ws)
 
 
 @njit(cache=True, inline="always")
-def _assemble(n, m, sigma, ws, A):
-    """[[M + K/σ² − C/σ, Φ_qᵀ], [Φ_q, 0]] at y_n into ``A`` (real or complex σ)."""
+def _dense_solve(ws, b):
+    lu_solve_factored(ws.ar, ws.pr, b, b.shape[0])
+
+
+@njit(cache=True)
+def _sparse_solve(ws, b):
+    kkt_rhs(ws.plan.kkt, ws.phi_q0, ws.active, ws.wrow_r, b)
+    kkt_solve(ws.plan.kkt, ws.valr, b, ws.work_r)
+
+
+def _solve(ws, b):
+    """b ← A⁻¹ b with the real factors (the start's matrix, or that of γ̂/h)."""
+    if isinstance(ws, SparseWorkspace):
+        _sparse_solve(ws, b)
+    else:
+        _dense_solve(ws, b)
+
+
+@overload(_solve, inline="always")
+def _ol_solve(ws, b):
+    if _is_sparse(ws):
+        return lambda ws, b: _sparse_solve(ws, b)
+    return lambda ws, b: _dense_solve(ws, b)
+
+
+@njit(cache=True, inline="always")
+def _dense_solve_c(ws, b):
+    lu_solve_factored(ws.ac, ws.pc, b, b.shape[0])
+
+
+@njit(cache=True)
+def _sparse_solve_c(ws, b):
+    kkt_rhs(ws.plan.kkt, ws.phi_q0, ws.active, ws.wrow_c, b)
+    kkt_solve(ws.plan.kkt, ws.valc, b, ws.work_c)
+
+
+def _solve_c(ws, b):
+    """b ← A⁻¹ b with the complex factors (the matrix of (α̂ − iβ̂)/h)."""
+    if isinstance(ws, SparseWorkspace):
+        _sparse_solve_c(ws, b)
+    else:
+        _dense_solve_c(ws, b)
+
+
+@overload(_solve_c, inline="always")
+def _ol_solve_c(ws, b):
+    if _is_sparse(ws):
+        return lambda ws, b: _sparse_solve_c(ws, b)
+    return lambda ws, b: _dense_solve_c(ws, b)
+
+
+@njit(cache=True, inline="always")
+def _dense_assemble(n, m, sigma, ws, A):
+    """[[M + K/σ² − C/σ, Φ_qᵀ], [Φ_q, 0]] into ``A`` (real or complex σ)."""
     inv = 1.0 / sigma
     inv2 = inv * inv
     for i in range(n):
@@ -318,24 +653,98 @@ def _assemble(n, m, sigma, ws, A):
 
 
 @njit(cache=True, inline="always")
-def _reduce(n, m, sigma, ws, rq, rv, rl, b):
-    """b ← [(r_v + (σM − C) r_q)/σ²; r_λ] of the reduced system."""
-    inv2 = 1.0 / (sigma * sigma)
+def _dense_factor(n, m, sig_r, sig_c, ws):
     for i in range(n):
-        s = rv[i]
         for j in range(n):
-            s += (sigma * ws.mass0[i, j] - ws.fqd[i, j]) * rq[j]
-        b[i] = s * inv2
+            ws.kq[i, j] = ws.maq[i, j] + ws.plq[i, j] - ws.fq[i, j]
+    _dense_assemble(n, m, sig_r, ws, ws.ar)
+    _dense_assemble(n, m, sig_c, ws, ws.ac)
+    if lu_factor_inplace(ws.ar, ws.pr, n + m) != OK:
+        return SINGULAR
+    return lu_factor_inplace(ws.ac, ws.pc, n + m)
+
+
+@njit(cache=True)
+def _sparse_factor(n, m, sig_r, sig_c, ws):
+    plan = ws.plan
+    hr, hc = ws.hr, ws.hc
+    hr[:] = 0.0
+    hc[:] = 0.0
+    ir = 1.0 / sig_r
+    ir2 = ir * ir
+    ic = 1.0 / sig_c
+    ic2 = ic * ic
+    for e in range(plan.mass_map.shape[0]):
+        k = plan.mass_map[e]
+        hr[k] += ws.mass0[e]
+        hc[k] += ws.mass0[e]
+    for e in range(plan.maq_map.shape[0]):
+        k = plan.maq_map[e]
+        hr[k] += ws.maq[e] * ir2
+        hc[k] += ws.maq[e] * ic2
+    for e in range(plan.plq_map.shape[0]):
+        k = plan.plq_map[e]
+        hr[k] += ws.plq[e] * ir2
+        hc[k] += ws.plq[e] * ic2
+    for e in range(plan.fq_map.shape[0]):
+        k = plan.fq_map[e]
+        hr[k] -= ws.fq[e] * ir2
+        hc[k] -= ws.fq[e] * ic2
+    for e in range(plan.fqd_map.shape[0]):
+        k = plan.fqd_map[e]
+        hr[k] -= ws.fqd[e] * ir
+        hc[k] -= ws.fqd[e] * ic
+    kkt_assemble(plan.kkt, hr, ws.phi_q0, ws.phi_q0, ws.active, ws.valr, ws.wrow_r)
+    kkt_assemble(plan.kkt, hc, ws.phi_q0, ws.phi_q0, ws.active, ws.valc, ws.wrow_c)
+    if kkt_factor(plan.kkt, ws.valr) != OK:
+        return SINGULAR
+    return kkt_factor(plan.kkt, ws.valc)
+
+
+def _factor(n, m, sig_r, sig_c, ws):
+    """Assemble and factor the real and the complex reduced matrices."""
+    if isinstance(ws, SparseWorkspace):
+        return _sparse_factor(n, m, sig_r, sig_c, ws)
+    return _dense_factor(n, m, sig_r, sig_c, ws)
+
+
+@overload(_factor, inline="always")
+def _ol_factor(n, m, sig_r, sig_c, ws):
+    if _is_sparse(ws):
+        return lambda n, m, sig_r, sig_c, ws: _sparse_factor(n, m, sig_r, sig_c, ws)
+    return lambda n, m, sig_r, sig_c, ws: _dense_factor(n, m, sig_r, sig_c, ws)
+
+
+# -- the solves and the right sides -------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _rhs(n, m, ws, v, lam, out):
+    """out ← f = [v; Q − Φ_qᵀλ; −Φ] from the latest evaluation (a removed row: −λ_i)."""
+    _phiq_t_times(ws, ws.phi_q, lam, ws.t1)
+    for i in range(n):
+        out[i] = v[i]
+        out[n + i] = ws.force[i] - ws.t1[i]
     for i in range(m):
-        b[n + i] = ws.active[i] * rl[i]
+        w = ws.active[i]
+        out[2 * n + i] = -(w * ws.phi[i] + (1.0 - w) * lam[i])
 
 
 @njit(cache=True, inline="always")
 def _solve_real(n, m, sigma, ws, r, x):
-    """x ← (σE − J)⁻¹ r through the factored real (n + m)-block (``r``, ``x`` of size N)."""
+    """x ← (σE − J)⁻¹ r through the factored real (n + m)-block (``r``, ``x`` of size N):
+    [(r_v + (σM − C) r_q)/σ²; r_λ], then Δv = σΔq − r_q, Δλ = σ² μ."""
     b = ws.br
-    _reduce(n, m, sigma, ws, r[:n], r[n : 2 * n], r[2 * n :], b)
-    lu_solve_factored(ws.ar, ws.pr, b, n + m)
+    for i in range(n):
+        ws.t3[i] = r[i]
+    _mass_times(ws, ws.mass0, ws.t3, ws.t1)
+    _fqd_times(ws, ws.t3, ws.t2)
+    inv2 = 1.0 / (sigma * sigma)
+    for i in range(n):
+        b[i] = (r[n + i] + sigma * ws.t1[i] - ws.t2[i]) * inv2
+    for i in range(m):
+        b[n + i] = ws.active[i] * r[2 * n + i]
+    _solve(ws, b)
     s2 = sigma * sigma
     for i in range(n):
         x[i] = b[i]
@@ -348,15 +757,20 @@ def _solve_real(n, m, sigma, ws, r, x):
 def _solve_complex(n, m, sigma, ws, r2, r3):
     """(r2 + i r3) ← (σE − J)⁻¹ (r2 + i r3) through the factored complex block."""
     b = ws.bc
+    for i in range(n):
+        ws.dv[i] = r3[i]
+    _mass_times(ws, ws.mass0, r2, ws.t1)
+    _mass_times(ws, ws.mass0, ws.dv, ws.t2)
+    _fqd_times(ws, r2, ws.t3)
+    _fqd_times(ws, ws.dv, ws.t4)
     inv2 = 1.0 / (sigma * sigma)
     for i in range(n):
-        s = r2[n + i] + 1j * r3[n + i]
-        for j in range(n):
-            s += (sigma * ws.mass0[i, j] - ws.fqd[i, j]) * (r2[j] + 1j * r3[j])
-        b[i] = s * inv2
+        mr = ws.t1[i] + 1j * ws.t2[i]
+        cr = ws.t3[i] + 1j * ws.t4[i]
+        b[i] = (r2[n + i] + 1j * r3[n + i] + sigma * mr - cr) * inv2
     for i in range(m):
         b[n + i] = ws.active[i] * (r2[2 * n + i] + 1j * r3[2 * n + i])
-    lu_solve_factored(ws.ac, ws.pc, b, n + m)
+    _solve_c(ws, b)
     s2 = sigma * sigma
     for i in range(n):
         xv = sigma * b[i] - (r2[i] + 1j * r3[i])
@@ -370,6 +784,23 @@ def _solve_complex(n, m, sigma, ws, r2, r3):
         r3[2 * n + i] = xl.imag
 
 
+@njit(cache=True, inline="always")
+def _record(row, t, x, ws, v, out_t, out_x, out_aux):
+    """An output row: t, x and [‖Φ‖₂, ‖Φ_q q̇ + Φ_t‖₂] of the latest evaluation."""
+    out_t[row] = t
+    for i in range(x.shape[0]):
+        out_x[row, i] = x[i]
+    _phiq_times(ws, ws.phi_q, v, ws.tm)
+    phi2 = 0.0
+    phid2 = 0.0
+    for i in range(ws.phi.shape[0]):
+        d = ws.tm[i] + ws.phi_t[i]
+        phi2 += ws.phi[i] * ws.phi[i]
+        phid2 += d * d
+    out_aux[row, 0] = math.sqrt(phi2)
+    out_aux[row, 1] = math.sqrt(phid2)
+
+
 #: Gauss-Newton corrections of q0 and q̇0 at the start.
 _PROJECTIONS = 2
 
@@ -378,29 +809,22 @@ _PROJECTIONS = 2
 def _project(n, m, ws, q, v):
     """One correction of q (Φ = 0) and v (Φ_q v + Φ_t = 0) with the smallest M-norm:
     [[M, Φ_qᵀ], [Φ_q, 0]] [Δ; μ] = [0; −r], from the latest evaluation at (q, v)."""
-    K = n + m
-    A, b = ws.ar, ws.br
-    for i in range(n):
-        for j in range(n):
-            A[i, j] = ws.mass[i, j]
-    hht.constraint_block(n, m, ws.phi_q, ws.active, A)
-    if lu_factor_inplace(A, ws.pr, K) != OK:
+    if _start_factor(n, m, ws) != OK:
         return SINGULAR
+    b = ws.br
     for i in range(n):
         b[i] = 0.0
     for i in range(m):
         b[n + i] = -ws.active[i] * ws.phi[i]
-    lu_solve_factored(A, ws.pr, b, K)
+    _solve(ws, b)
     for i in range(n):
         q[i] += b[i]
+    _phiq_times(ws, ws.phi_q, v, ws.tm)
     for i in range(n):
         b[i] = 0.0
     for i in range(m):
-        s = ws.phi_t[i]
-        for j in range(n):
-            s += ws.phi_q[i, j] * v[j]
-        b[n + i] = -ws.active[i] * s
-    lu_solve_factored(A, ws.pr, b, K)
+        b[n + i] = -ws.active[i] * (ws.tm[i] + ws.phi_t[i])
+    _solve(ws, b)
     for i in range(n):
         v[i] += b[i]
     return OK
@@ -409,12 +833,8 @@ def _project(n, m, ws, q, v):
 @njit(cache=True, inline="always")
 def _keep_point(n, m, ws):
     """M and Φ_q of the latest evaluation, at y_n, kept for the next factorization."""
-    for i in range(n):
-        for j in range(n):
-            ws.mass_n[i, j] = ws.mass[i, j]
-    for i in range(m):
-        for j in range(n):
-            ws.phi_q_n[i, j] = ws.phi_q[i, j]
+    _copy(ws.mass, ws.mass_n)
+    _copy(ws.phi_q, ws.phi_q_n)
 
 
 @njit(cache=True, inline="always")
@@ -458,7 +878,6 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
     n = ws.force.shape[0]
     m = ws.phi.shape[0]
     N = 2 * n + m
-    K = n + m
     f = ws.fstate
     y, z, w, g, cont, scal = ws.y, ws.z, ws.w, ws.g, ws.cont, ws.scal
     qs, vs, ls, dv = ws.qs, ws.vs, ws.ls, ws.dv
@@ -487,17 +906,14 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
             x[i] = qs[i]
             x[n + i] = vs[i]
         # q̈_0, λ_0 from [[M, Φ_qᵀ], [Φ_q, 0]] [q̈; λ] = [Q; γ] (Haug 1989, Eq. 7.2.1)
-        A, b = ws.ar, ws.br
+        if _start_factor(n, m, ws) != OK:
+            return SINGULAR
+        b = ws.br
         for i in range(n):
-            for j in range(n):
-                A[i, j] = ws.mass[i, j]
             b[i] = ws.force[i]
-        hht.constraint_block(n, m, ws.phi_q, ws.active, A)
         for i in range(m):
             b[n + i] = ws.active[i] * ws.gam[i]
-        if lu_factor_inplace(A, ws.pr, K) != OK:
-            return SINGULAR
-        lu_solve_factored(A, ws.pr, b, K)
+        _solve(ws, b)
         for i in range(n):
             x[2 * n + i] = b[i]
             y[i] = x[i]
@@ -516,7 +932,7 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
         f[F_FACCON] = 1.0
         f[F_THETA] = 1.0
         if state[S_ROW] == 0 and n_rows > 0 and ws.t_out[0] <= t:
-            hht._record(0, t, x, ws.phi, ws.phi_q, ws.phi_t, vs, out_t, out_x, out_aux)
+            _record(0, t, x, ws, vs, out_t, out_x, out_aux)
             state[S_ROW] = 1
 
     written = 0
@@ -538,7 +954,7 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
                 vs[i] = ws.xo[n + i]
             dynamics(tr, qs, vs, p, ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam)
             state[S_NEVAL] += 1
-            hht._record(row, tr, ws.xo, ws.phi, ws.phi_q, ws.phi_t, vs, out_t, out_x, out_aux)
+            _record(row, tr, ws.xo, ws, vs, out_t, out_x, out_aux)
             state[S_ROW] = row + 1
             written += 1
         if written >= n_out or state[S_ROW] >= n_rows or attempts >= max_attempts:
@@ -573,9 +989,6 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
             phi_q_lam_q(t, qs, ls, p, ws.plq)
             force_q(t, qs, vs, p, ws.fq)
             force_qd(t, qs, vs, p, ws.fqd)
-            for i in range(n):
-                for j in range(n):
-                    ws.kq[i, j] = ws.maq[i, j] + ws.plq[i, j] - ws.fq[i, j]
             state[S_JAC] += 1
             state[S_CALJAC] = 1
             state[S_NEEDJAC] = 0
@@ -583,16 +996,9 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
         sig_r = GAMMA_HAT / hh
         sig_c = (ALPHA_HAT - 1j * BETA_HAT) / hh
         if state[S_LU] == 0 or f[F_HLU] != hh:
-            for i in range(n):
-                for j in range(n):
-                    ws.mass0[i, j] = ws.mass_n[i, j]
-            for i in range(m):
-                for j in range(n):
-                    ws.phi_q0[i, j] = ws.phi_q_n[i, j]
-            _assemble(n, m, sig_r, ws, ws.ar)
-            _assemble(n, m, sig_c, ws, ws.ac)
-            ok = lu_factor_inplace(ws.ar, ws.pr, K) == OK
-            ok = ok and lu_factor_inplace(ws.ac, ws.pc, K) == OK
+            _copy(ws.mass_n, ws.mass0)
+            _copy(ws.phi_q_n, ws.phi_q0)
+            ok = _factor(n, m, sig_r, sig_c, ws) == OK
             state[S_FACT] += 2
             if not ok:
                 state[S_LU] = 0
@@ -660,13 +1066,10 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
                     dv[i] = (
                         _W[k, 0] * z[0, n + i] + _W[k, 1] * z[1, n + i] + _W[k, 2] * z[2, n + i]
                     ) / hh
+                _mass_times(ws, ws.mass, dv, ws.t1)
+                _phiq_t_times(ws, ws.phi_q, ls, ws.t2)
                 for i in range(n):
-                    s = -ws.force[i]
-                    for j in range(n):
-                        s += ws.mass[i, j] * dv[j]
-                    for j in range(m):
-                        s += ws.phi_q[j, i] * ls[j]
-                    g[k, n + i] = s
+                    g[k, n + i] = ws.t1[i] + ws.t2[i] - ws.force[i]
                 for i in range(m):
                     a = ws.active[i]
                     g[k, 2 * n + i] = a * ws.phi[i] + (1.0 - a) * ls[i]
@@ -736,10 +1139,8 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
             ez = (_DD[0] * z[0, i] + _DD[1] * z[1, i] + _DD[2] * z[2, i]) / hh
             e1[i] = ez
         for i in range(n):  # E: M on the v rows, 0 on the λ rows
-            s = 0.0
-            for j in range(n):
-                s += ws.mass0[i, j] * e1[n + j]
-            dv[i] = s
+            ws.t3[i] = e1[n + i]
+        _mass_times(ws, ws.mass0, ws.t3, dv)
         for i in range(n):
             e1[n + i] = dv[i]
         for i in range(m):

@@ -280,6 +280,9 @@ def _route(module: Any, name: str) -> tuple[Any, str, tuple[str, ...]] | None:
     if name == "index3_chunk":
         routine, names = _index3(module)
         return routine, "dynamics_values" if sparse else "dynamics", names
+    if name == "radau_chunk":
+        names = tuple(f"{k}_values" for k in INDEX3_BLOCKS) if sparse else INDEX3_BLOCKS
+        return radau.radau_chunk, "dynamics_values" if sparse else "dynamics", names
     if sparse and name in SHARED_SPARSE and ("_gcp" not in name or sparse_gcp(module)):
         return SHARED_SPARSE[name], "dynamics_values", ()
     if name in SHARED:
@@ -301,13 +304,46 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
         return None
     routine, dynamics, names = route
     kern = dynamics_pointer(module, dynamics)
-    extra = tuple(kernel_pointer(module, k) for k in names)
+    return _Bound(routine, (kern, *(kernel_pointer(module, k) for k in names)), name)
 
-    def call(*args: Any) -> Any:
-        return routine(kern, *extra, *args)
 
-    call.__name__ = name
-    return call
+class _Bound:
+    """``routine`` with its kernels bound first.  The dispatcher types every argument
+    of every call in Python where it has no fast fingerprint, and a first-class
+    function has none: about 100 µs per chunk with four or five kernels, as much as a
+    short implicit run steps (stiff Andrews, radau5: 26 steps in 8 calls).  After the
+    first call, which compiles or loads the routine, the compiled entry point of those
+    arguments' types is called directly, as long as the arguments keep their Python
+    types, dtypes and dimensions; else the call goes through the dispatcher again."""
+
+    def __init__(self, routine: Any, kernels: tuple[Any, ...], name: str) -> None:
+        self.routine = routine
+        self.kernels = kernels
+        self.__name__ = name
+        self._fast: Any = None
+        self._key: tuple[Any, ...] | None = None
+
+    @staticmethod
+    def _key_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            (type(a), a.dtype, a.ndim, a.flags.c_contiguous) if hasattr(a, "dtype") else type(a)
+            for a in args
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        full = (*self.kernels, *args)
+        if self._fast is not None and self._key == self._key_of(args):
+            return self._fast(*full)
+        result = self.routine(*full)
+        if not config.DISABLE_JIT:
+            overloads = self.routine.overloads
+            if len(overloads) == 1:
+                cres = next(iter(overloads.values()))
+            else:
+                cres = overloads[tuple(self.routine.typeof_pyval(a) for a in full)]
+            self._fast = cres.entry_point
+            self._key = self._key_of(args)
+        return result
 
 
 # -- Welch (issue 11, item 3): a second kernel, and N_EULER_BODIES read at run time ----
@@ -461,12 +497,6 @@ def index3_implicit_chunk(kern, mass_a_q, phi_q_lam_q, force_q, force_qd, state_
                             state_residual_blocks, ws.force.shape[0], ws.phi.shape[0], nd,
                             p.shape[0] - nd, True, p, ctrl, ws, t0, h, x, state, n_steps, stride,
                             out_t, out_x, out_aux)  # fmt: skip
-
-
-#: Radau IIA (:mod:`mbdgen.runtime.radau`): n and m read from the workspace, the dense
-#: kernels on every model (its matrices are dense), no state path.
-SHARED["radau_chunk"] = radau.radau_chunk
-SHARED_KERNELS["radau_chunk"] = INDEX3_BLOCKS
 
 
 def _index3(module: Any) -> tuple[Any, tuple[str, ...]]:
