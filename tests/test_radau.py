@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numba import types
 
 import mbdgen
 from mbdgen.errors import MbdgenError
@@ -232,19 +233,28 @@ def test_sparse_path_equals_the_dense_one(andrews):
 
 def test_bound_routine_calls_the_compiled_entry_for_the_same_types():
     """:class:`mbdgen.runtime.shared._Bound` calls the compiled entry point directly
-    once the routine ran, and goes back through the dispatcher for arguments of other
-    types (here an integer array after a float one)."""
+    once the routine ran for those argument types (also from a new binding: a new
+    run), and goes back through the dispatcher for arguments of other types (here an
+    integer array after a float one)."""
     from numba import njit
 
     from mbdgen.runtime import shared
 
     @njit
     def total(k, a):
-        return k * a.sum()
+        return k(a.sum())
 
-    bound = shared._Bound(total, (2,), "total")
+    @njit
+    def twice(x):
+        return 2 * x
+
+    kern = shared.KernelPointer(twice, types.float64(types.float64))
+    bound = shared._Bound(total, (kern,), "total")
     assert bound(np.array([1.0, 2.0])) == 6.0
-    assert bound._fast is not None
-    assert bound(np.array([1.5, 2.0])) == 7.0
-    assert bound(np.array([1, 2], dtype=np.int64)) == 6
+    again = shared._Bound(total, (kern,), "total")
+    assert again(np.array([1.5, 2.0])) == 7.0
+    assert len(total.overloads) == 1
+    assert sum(k[0] is total for k in shared._ENTRY_POINTS) == 1
+    assert again(np.array([1, 2], dtype=np.int64)) == 6.0  # a new type: compiled
     assert len(total.overloads) == 2
+    assert sum(k[0] is total for k in shared._ENTRY_POINTS) == 2

@@ -307,33 +307,42 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
     return _Bound(routine, (kern, *(kernel_pointer(module, k) for k in names)), name)
 
 
+#: Compiled entry points of the shared routines by (routine, kernel signatures, the
+#: arguments' :func:`_arg_key`): one dispatch per process and argument types, not per run.
+_ENTRY_POINTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _arg_key(a: Any) -> Any:
+    """What decides a Numba argument type of the arguments the routines take: arrays by
+    dtype, dimensions and contiguity, named tuples (workspaces) by their fields', other
+    values by their Python type."""
+    if hasattr(a, "dtype"):
+        return (type(a), a.dtype, a.ndim, a.flags.c_contiguous)
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return (type(a), *(_arg_key(v) if hasattr(v, "dtype") else type(v) for v in a))
+    return type(a)
+
+
 class _Bound:
     """``routine`` with its kernels bound first.  The dispatcher types every argument
     of every call in Python where it has no fast fingerprint, and a first-class
     function has none: about 100 µs per chunk with four or five kernels, as much as a
-    short implicit run steps (stiff Andrews, radau5: 26 steps in 8 calls).  After the
-    first call, which compiles or loads the routine, the compiled entry point of those
-    arguments' types is called directly, as long as the arguments keep their Python
-    types, dtypes and dimensions; else the call goes through the dispatcher again."""
+    short implicit run steps (stiff Andrews, radau5: 26 steps in 8 calls).  Once the
+    routine ran for some argument types, their compiled entry point is called directly
+    (:data:`_ENTRY_POINTS`); arguments of other types go through the dispatcher."""
 
     def __init__(self, routine: Any, kernels: tuple[Any, ...], name: str) -> None:
         self.routine = routine
         self.kernels = kernels
         self.__name__ = name
-        self._fast: Any = None
-        self._key: tuple[Any, ...] | None = None
-
-    @staticmethod
-    def _key_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            (type(a), a.dtype, a.ndim, a.flags.c_contiguous) if hasattr(a, "dtype") else type(a)
-            for a in args
-        )
+        self._head = (routine, tuple(str(k.signature()) for k in kernels))
 
     def __call__(self, *args: Any) -> Any:
         full = (*self.kernels, *args)
-        if self._fast is not None and self._key == self._key_of(args):
-            return self._fast(*full)
+        key = (*self._head, *(_arg_key(a) for a in args))
+        fast = _ENTRY_POINTS.get(key)
+        if fast is not None:
+            return fast(*full)
         result = self.routine(*full)
         if not config.DISABLE_JIT:
             overloads = self.routine.overloads
@@ -341,8 +350,7 @@ class _Bound:
                 cres = next(iter(overloads.values()))
             else:
                 cres = overloads[tuple(self.routine.typeof_pyval(a) for a in full)]
-            self._fast = cres.entry_point
-            self._key = self._key_of(args)
+            _ENTRY_POINTS[key] = cres.entry_point
         return result
 
 
