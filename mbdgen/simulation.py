@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mbdgen import geometry, interrupts
+from mbdgen import geometry, interrupts, specialize
 from mbdgen.analysis.assembly import (
     CONSISTENCY_TOL,
     RemovedRows,
@@ -639,6 +639,11 @@ def simulate(
 
     module = resolve_model(model)
     check_states_supported(module, spec)
+    if shared.enabled():  # a new model's kernels on two cores (policy "background")
+        specialize.start_kernels(
+            module, shared.kernels_after_start(module, spec.family, constraints),
+            shared.KERNEL_SIGNATURES,
+        )  # fmt: skip
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)

@@ -198,6 +198,117 @@ class Specializing:
         return self._target(*args)
 
 
+# -- a new model's kernels, compiled on two cores -------------------------------------
+#
+# A new model's first run compiles its kernels one after the other in the user's
+# process: the evaluation kernel for the checks at t0, then the blocks its method's
+# Newton matrix needs, then the energy check's.  For a spatial model that is most of
+# the first step's latency (the flyball governor with HHT: dynamics_values 12.1 s,
+# phi_q_lam_q_values 8.8 s, force_q_values 8.4 s, force_qd_values 6.6 s).  Under the
+# policy "background" a helper process compiles the kernels the run will need after the
+# evaluation kernel, in order, while this process compiles the evaluation kernel and
+# then takes the remaining ones from the other end.  A file lock per kernel makes each
+# compile happen once: whoever holds it compiles (or finds it cached), the other waits
+# for it or moves on, and a kernel the helper compiled is loaded from Numba's cache.
+
+#: module file → the helper started for it (a process starts one per module file).
+_HELPERS: dict[str, subprocess.Popen[bytes]] = {}
+#: (module file, kernel names) looked at already: compiled, cached, or a helper's.
+_CHECKED: set[tuple[str, ...]] = set()
+
+
+def kernel_lock_path(path: str, name: str, signature: Any) -> Path:
+    """The lock of one kernel of the generated module at ``path``."""
+    digest = hashlib.sha256("\0".join((path, name, repr(signature))).encode()).hexdigest()[:16]
+    return specialize_dir() / f"{Path(path).stem}-{name}-{digest}.klock"
+
+
+def kernel_log_path(path: str) -> Path:
+    """The log of the kernel helper of the generated module at ``path``."""
+    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    return specialize_dir() / f"{Path(path).stem}-{digest}-kernels.log"
+
+
+def _flock(handle: Any, block: bool) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows): no sharing
+        return True
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+    except OSError:
+        return False
+    return True
+
+
+def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> bool:
+    """Start the helper that compiles ``names`` of ``module`` (those not compiled or
+    cached yet) under the policy "background", where it pays: two or more of them,
+    two cores or more.  Returns whether a helper runs for ``module``."""
+    path = str(module.__file__)
+    if policy() != "background" or (os.cpu_count() or 1) < 2:
+        return False
+    with _LOCK:
+        if path in _HELPERS:
+            return True
+        if (path, *names) in _CHECKED:
+            return False
+        _CHECKED.add((path, *names))
+    todo = [k for k in names if not load_cached(getattr(module, k), tuple(signatures[k].args))]
+    if len(todo) < 2:
+        return False
+    with _LOCK:
+        try:
+            log = open(kernel_log_path(path), "ab")  # noqa: SIM115
+            with log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "mbdgen.specialize", "--kernels", path, *todo],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, close_fds=True,
+                    env={**os.environ, POLICY_ENV: "now"},
+                )  # fmt: skip
+        except Exception:  # noqa: BLE001 - no helper: this process compiles them all
+            return False
+        _HELPERS[path] = proc
+    return True
+
+
+@contextlib.contextmanager
+def kernel_claimed(module: Any, name: str, signature: Any) -> Iterator[None]:
+    """Hold the lock of ``module.<name>`` while the block compiles or loads it, where a
+    helper compiles this module's kernels (else nothing to coordinate)."""
+    path = str(module.__file__)
+    with _LOCK:
+        helper = _HELPERS.get(path)
+    if helper is None:
+        yield
+        return
+    with open(kernel_lock_path(path, name, signature), "w") as lock:
+        _flock(lock, block=True)  # the helper's compile of it, if any, ends first
+        load_cached(getattr(module, name), tuple(signature.args))
+        yield
+
+
+def _compile_kernels(path: str, names: list[str]) -> str:
+    """The helper: compile the kernels ``names`` of the generated module at ``path`` in
+    order, each under its lock; one held by the user's process is skipped."""
+    from mbdgen.compiler import import_generated
+    from mbdgen.runtime.shared import KERNEL_SIGNATURES
+
+    module = import_generated(Path(path))
+    done = []
+    for name in names:
+        signature = KERNEL_SIGNATURES[name]
+        with open(kernel_lock_path(path, name, signature), "w") as lock:
+            if not _flock(lock, block=False):
+                continue
+            dispatcher = getattr(module, name)
+            if not load_cached(dispatcher, tuple(signature.args)):
+                dispatcher.compile(tuple(signature.args))
+                done.append(name)
+    return f"compiled: {' '.join(done)}"
+
+
 def _compile(path: str, name: str, signature_file: str, lock_file: str) -> str:
     """The background process: compile ``name`` of the generated module at ``path`` for
     the pickled signature into Numba's cache, unless another process holds the lock."""
@@ -226,4 +337,7 @@ def _compile(path: str, name: str, signature_file: str, lock_file: str) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - run in the background process
-    print(f"{sys.argv[2]} of {sys.argv[1]}: {_compile(*sys.argv[1:5])}", flush=True)
+    if sys.argv[1] == "--kernels":
+        print(f"kernels of {sys.argv[2]}: {_compile_kernels(sys.argv[2], sys.argv[3:])}")
+    else:
+        print(f"{sys.argv[2]} of {sys.argv[1]}: {_compile(*sys.argv[1:5])}", flush=True)

@@ -304,7 +304,26 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
         return None
     routine, dynamics, names = route
     kern = dynamics_pointer(module, dynamics)
-    return _Bound(routine, (kern, *(kernel_pointer(module, k) for k in names)), name)
+    # from the last: a helper (mbdgen.specialize.start_kernels) takes them from the first
+    extra = [kernel_pointer(module, k) for k in reversed(names)][::-1]
+    return _Bound(routine, (kern, *extra), name)
+
+
+def kernels_after_start(module: Any, family: str, constraints: str) -> list[str]:
+    """The kernels a run of ``family`` will compile after its evaluation kernel (which
+    the checks at t0 compile first): the Newton matrix's blocks, the energy check's."""
+    sparse = getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse"
+    names: tuple[str, ...] = ()
+    if family in ("hht", "genalpha", "hht_adaptive", "genalpha_adaptive"):
+        names = _index3(module)[1]
+    elif family == "radau":
+        names = tuple(f"{k}_values" for k in INDEX3_BLOCKS) if sparse else INDEX3_BLOCKS
+    elif family == "newmark_gcp":
+        names = SHARED_KERNELS["newmark_gcp_chunk"]
+    elif family == "welch":
+        names = SHARED_KERNELS["welch_chunk"]
+    names = (*names, *POSTPROCESS["energy_rows"][1])
+    return [k for k in dict.fromkeys(names) if hasattr(module, k)]
 
 
 #: Compiled entry points of the shared routines by (routine, kernel signatures, the
@@ -416,12 +435,17 @@ SHARED_KERNELS: dict[str, tuple[str, ...]] = {
 
 def kernel_pointer(module: Any, name: str) -> Any:
     """The module's kernel ``name`` (one of :data:`KERNEL_SIGNATURES`) as a first-class
-    function (kept per process)."""
+    function (kept per process; compiled under its lock where a helper compiles this
+    module's kernels, :func:`mbdgen.specialize.kernel_claimed`)."""
     kernel = getattr(module, name)
     key = (module.__name__, name, id(kernel))
     kern = _KERNELS.get(key)
     if kern is None:
-        kern = _KERNELS[key] = KernelPointer(kernel, KERNEL_SIGNATURES[name])
+        from mbdgen import specialize
+
+        signature = KERNEL_SIGNATURES[name]
+        with specialize.kernel_claimed(module, name, signature):
+            kern = _KERNELS[key] = KernelPointer(kernel, signature)
     return kern
 
 
@@ -563,10 +587,4 @@ def postprocess_entry(module: Any, name: str) -> Callable[..., Any]:
     if not enabled():
         return getattr(module, name)
     routine, names = POSTPROCESS[name]
-    kernels = tuple(kernel_pointer(module, k) for k in names)
-
-    def call(*args: Any) -> Any:
-        return routine(*kernels, *args)
-
-    call.__name__ = name
-    return call
+    return _Bound(routine, tuple(kernel_pointer(module, k) for k in names), name)
