@@ -405,6 +405,13 @@ class VariableStep(Stepper):
 
     def __init__(self, run: Run) -> None:
         super().__init__(run)
+        if run.x.size == 0:
+            raise MbdgenError(
+                f"{run.spec.name} with gcp integrates the independent coordinates, but the "
+                f"model has {run.m} constraints on {run.n} coordinates: no degree of freedom "
+                "is left (a kinematically driven mechanism); use constraints='direct' or a "
+                "fixed-step method (abm with gcp solves its kinematics)"
+            )
         self._allocate_index1()
         self.entry = self._entry()
         self.tol, self.fstate, self.istate, self.phi_dd, self.coef, self.work = (

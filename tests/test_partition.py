@@ -158,3 +158,19 @@ def test_variable_step_methods_with_gcp_and_hybrid(circle, circle_reference, met
         assert r.counters["repartitions"] >= 20
     else:
         assert r.counters["repartitions"] == 0
+
+
+@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
+def test_error_control_on_a_driven_mechanism_with_gcp_is_refused(method):
+    """A kinematically driven mechanism (the four-bar: 9 constraints on 9 coordinates)
+    has no independent coordinate under GCP: the error-controlled methods have no state
+    to control and refuse it with one line that says why and what to use (it was a raw
+    ValueError from the workspace)."""
+    from conftest import GENERATED
+
+    from mbdgen.compiler import import_generated
+
+    module = import_generated(GENERATED / "fourbar.py")
+    with pytest.raises(MbdgenError, match="no degree of freedom is left") as info:
+        mbdgen.simulate(module, method, None, 0.01, 0.1, constraints="gcp")
+    assert "\n" not in str(info.value)
