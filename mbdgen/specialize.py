@@ -245,9 +245,10 @@ def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> 
     """Start the helper that compiles ``names`` of ``module`` (those not compiled or
     cached yet) under the policy "background", where it pays: two or more of them,
     two cores or more.  Returns whether a helper runs for ``module``."""
-    path = str(module.__file__)
-    if policy() != "background" or (os.cpu_count() or 1) < 2:
+    path = getattr(module, "__file__", None)
+    if path is None or policy() != "background" or (os.cpu_count() or 1) < 2:
         return False
+    path = str(path)
     with _LOCK:
         if path in _HELPERS:
             return True
@@ -277,7 +278,7 @@ def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> 
 def kernel_claimed(module: Any, name: str, signature: Any) -> Iterator[None]:
     """Hold the lock of ``module.<name>`` while the block compiles or loads it, where a
     helper compiles this module's kernels (else nothing to coordinate)."""
-    path = str(module.__file__)
+    path = str(getattr(module, "__file__", ""))
     with _LOCK:
         helper = _HELPERS.get(path)
     if helper is None:

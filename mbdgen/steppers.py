@@ -407,9 +407,9 @@ class VariableStep(Stepper):
         super().__init__(run)
         if run.x.size == 0:
             raise MbdgenError(
-                f"{run.spec.name} with gcp integrates the independent coordinates, but the "
-                f"model has {run.m} constraints on {run.n} coordinates: no degree of freedom "
-                "is left (a kinematically driven mechanism); use constraints='direct' or a "
+                f"{run.spec.name} with {run.constraints} integrates the independent coordinates, "
+                f"but the model has {run.m} constraints on {run.n} coordinates: no degree of "
+                "freedom is left (a kinematically driven mechanism); use constraints='direct' or a "
                 "fixed-step method (abm with gcp solves its kinematics)"
             )
         self._allocate_index1()
