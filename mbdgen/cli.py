@@ -434,8 +434,8 @@ def simulate(
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     notice = _SlowNotice(
-        f"{module.MODEL_NAME}: compiling the {method} integrator for this model (Numba; "
-        "first run only, cached for the next) ..."
+        f"{module.MODEL_NAME}: compiling this model's kernels and the {method} integrator "
+        "(Numba; the first run only, cached for the next) ..."
     )
     if show:
         bar = click.progressbar(length=1000, label=f"{module.MODEL_NAME} t", file=sys.stderr)
