@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 from mbdgen.errors import Interrupted
@@ -29,6 +30,25 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Interrupted(name)
+
+
+def _quiet_unraisable(
+    previous: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], None]:
+    """An ``sys.unraisablehook`` that drops our own interrupts and passes the rest on.
+
+    An interrupt raised inside a callback from C (llvmlite notifies its object
+    cache through ctypes while Numba compiles) cannot propagate: Python prints it as
+    "Exception ignored ..." with a traceback. The signal is recorded all the same,
+    and :func:`raise_if_received` raises it again once control is back in Python.
+    """
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, (KeyboardInterrupt, Interrupted)) and _received:
+            return
+        previous(unraisable)
+
+    return hook
 
 
 def last_signal() -> str | None:
@@ -127,9 +147,12 @@ def interrupts_as_exceptions() -> Iterator[None]:
             if signal.getsignal(sig) is signal.SIG_IGN:
                 continue  # e.g. SIGHUP under nohup: the caller asked not to be stopped
             previous[sig] = signal.signal(sig, _handler)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_unraisable(previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for sig, old in previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, old)
