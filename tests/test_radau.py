@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -258,3 +259,45 @@ def test_bound_routine_calls_the_compiled_entry_for_the_same_types():
     assert again(np.array([1, 2], dtype=np.int64)) == 6.0  # a new type: compiled
     assert len(total.overloads) == 2
     assert sum(k[0] is total for k in shared._ENTRY_POINTS) == 2
+
+
+def test_kernels_and_workspaces_cross_into_the_routine_cheaply():
+    """A :class:`~mbdgen.runtime.shared.KernelPointer` is typed ``KernelType`` and
+    unboxed from its ``_address`` (Numba's generic first-class-function unboxing cost
+    ~5 µs per kernel per call); a missing address is a Python error, not a crash.  A
+    call with the last call's arrays and workspace, and scalars of the same types,
+    reuses the last entry point without recomputing the type key; a new array does."""
+    from numba import njit, typeof
+
+    from mbdgen.runtime import shared
+
+    @njit
+    def scaled(k, ws, a, s):
+        return k(a.sum() + ws.b[0]) * s
+
+    @njit
+    def triple(x):
+        return 3 * x
+
+    class Ws(NamedTuple):
+        b: np.ndarray
+
+    kern = shared.KernelPointer(triple, types.float64(types.float64))
+    assert isinstance(typeof(kern), shared.KernelType)
+    bound = shared._Bound(scaled, (kern,), "scaled")
+    ws, a = Ws(np.array([1.0])), np.array([1.0, 2.0])
+    assert bound(ws, a, 2.0) == 24.0  # compiles, through the dispatcher
+    assert bound._last is None
+    assert bound(ws, a, 1.0) == 12.0  # the type key, then remembered
+    last = bound._last
+    assert last is not None
+    a[0] = 2.0
+    assert bound(ws, a, 3.0) == 45.0 and bound._last is last  # same objects: no key
+    assert bound(ws, a.copy(), 1.0) == 15.0 and bound._last is not last  # new array
+    assert bound(ws, a, 1) == 15.0  # an int where a float was: the dispatcher's
+    assert len(scaled.overloads) == 2
+
+    broken = object.__new__(shared.KernelPointer)
+    broken._signature = kern.signature()
+    with pytest.raises(AttributeError, match="_address"):
+        scaled(broken, ws, a, 1.0)
