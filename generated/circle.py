@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6187e1c9354a0962"
+COMPILER_HASH = "0758660f797b1320"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f4e9dcbd8dd4175f00697eb52260fed81732c8a5b5a5e7f3761a1d2c3db79307"
+BODY_HASH = "09bb49fa0de3afab5dcb1f6d11318a03e526f608aa9d9ef3bf3602e289460932"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

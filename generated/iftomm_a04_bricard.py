@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6187e1c9354a0962"
+COMPILER_HASH = "0758660f797b1320"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "478bc399af86d8c3cc8cdf468af9cd384865a0b25ed0fe9c00a48ee078b6807c"
+BODY_HASH = "49c7b3821d8f67631d0e93cdc6ee14bbda71b09a990f0d588109de8007cbd894"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -175,6 +175,17 @@ STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
 STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
 STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
+# Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
+KERNEL_PARTS = {
+    "phi_q_lam_q": ("phi_q_lam_q_part0", "phi_q_lam_q_part1", ),
+    "phi_q_a_q": ("phi_q_a_q_part0", "phi_q_a_q_part1", ),
+    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
+    "dynamics": ("dynamics_part0", "dynamics_part1", ),
+    "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
+    "phi_q_lam_q_values": ("phi_q_lam_q_values_part0", "phi_q_lam_q_values_part1", ),
+    "phi_q_a_q_values": ("phi_q_a_q_values_part0", "phi_q_a_q_values_part1", ),
+    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
+}
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 5
@@ -9225,17 +9236,29 @@ def mass_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q(t, q, lam, p, out):
-    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+def phi_q_lam_q_part0(t, q, lam, p, out):
+    """Part 1 of 2 of ``phi_q_lam_q``."""
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q(t, q, lam, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q(t, q, lam, p, E1_IQ, E1_IP, E1_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q_part1(t, q, lam, p, out):
+    """Part 2 of 2 of ``phi_q_lam_q``."""
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q(t, q, lam, p, out):
+    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+    phi_q_lam_q_part0(t, q, lam, p, out)
+    phi_q_lam_q_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9255,17 +9278,29 @@ def force_qd(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q(t, q, a, p, out):
-    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
+def phi_q_a_q_part0(t, q, a, p, out):
+    """Part 1 of 2 of ``phi_q_a_q``."""
     for k in range(E0_COUNT):
         _e0_phi_q_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q(t, q, a, p, E1_IQ, E1_IP, E1_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q_part1(t, q, a, p, out):
+    """Part 2 of 2 of ``phi_q_a_q``."""
     for k in range(E2_COUNT):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q(t, q, a, p, out):
+    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
+    out[:] = 0.0
+    phi_q_a_q_part0(t, q, a, p, out)
+    phi_q_a_q_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9277,17 +9312,29 @@ def gamma_q(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd(t, q, qd, p, out):
-    """γ_q̇."""
-    out[:] = 0.0
+def gamma_qd_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_qd``."""
     for k in range(E0_COUNT):
         _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_qd``."""
     for k in range(E2_COUNT):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd(t, q, qd, p, out):
+    """γ_q̇."""
+    out[:] = 0.0
+    gamma_qd_part0(t, q, qd, p, out)
+    gamma_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9301,6 +9348,26 @@ def energy(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def dynamics_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 1 of 2 of ``dynamics``."""
+    for k in range(E0_COUNT):
+        _e0_dynamics(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E1_COUNT):
+        _e1_dynamics(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 2 of 2 of ``dynamics``."""
+    for k in range(E2_COUNT):
+        _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E3_COUNT):
+        _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+    for k in range(E4_COUNT):
+        _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
@@ -9309,16 +9376,28 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[:] = 0.0
     phi_t[:] = 0.0
     gamma[:] = 0.0
+    dynamics_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    dynamics_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 1 of 2 of ``dynamics_values``."""
     for k in range(E0_COUNT):
-        _e0_dynamics(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, E0_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E1_COUNT):
-        _e1_dynamics(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 2 of 2 of ``dynamics_values``."""
     for k in range(E2_COUNT):
-        _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E3_COUNT):
-        _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, E3_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E4_COUNT):
-        _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+        _e4_dynamics_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9330,16 +9409,8 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[:] = 0.0
     phi_t[:] = 0.0
     gamma[:] = 0.0
-    for k in range(E0_COUNT):
-        _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, E0_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
-    for k in range(E1_COUNT):
-        _e1_dynamics_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, _NO_POSITIONS, E1_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
-    for k in range(E2_COUNT):
-        _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
-    for k in range(E3_COUNT):
-        _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, E3_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
-    for k in range(E4_COUNT):
-        _e4_dynamics_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, _NO_POSITIONS, _NO_POSITIONS, k, mass, force, phi, phi_q, phi_t, gamma)
+    dynamics_values_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    dynamics_values_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9379,17 +9450,29 @@ def mass_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values(t, q, lam, p, out):
-    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
-    out[:] = 0.0
+def phi_q_lam_q_values_part0(t, q, lam, p, out):
+    """Part 1 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q_values(t, q, lam, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q_values(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_LAM_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q_values_part1(t, q, lam, p, out):
+    """Part 2 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q_values(t, q, lam, p, out):
+    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
+    out[:] = 0.0
+    phi_q_lam_q_values_part0(t, q, lam, p, out)
+    phi_q_lam_q_values_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9409,17 +9492,29 @@ def force_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values(t, q, a, p, out):
-    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
-    out[:] = 0.0
+def phi_q_a_q_values_part0(t, q, a, p, out):
+    """Part 1 of 2 of ``phi_q_a_q_values``."""
     for k in range(E0_COUNT):
         _e0_phi_q_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_A_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q_values(t, q, a, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_A_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q_values_part1(t, q, a, p, out):
+    """Part 2 of 2 of ``phi_q_a_q_values``."""
     for k in range(E2_COUNT):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q_values(t, q, a, p, out):
+    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
+    out[:] = 0.0
+    phi_q_a_q_values_part0(t, q, a, p, out)
+    phi_q_a_q_values_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9431,17 +9526,29 @@ def gamma_q_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_values(t, q, qd, p, out):
-    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
-    out[:] = 0.0
+def gamma_qd_values_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_qd_values``."""
     for k in range(E0_COUNT):
         _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, E1_GAMMA_QD_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_values_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_qd_values``."""
     for k in range(E2_COUNT):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_values(t, q, qd, p, out):
+    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+    out[:] = 0.0
+    gamma_qd_values_part0(t, q, qd, p, out)
+    gamma_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")

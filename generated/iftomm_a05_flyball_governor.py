@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6187e1c9354a0962"
+COMPILER_HASH = "0758660f797b1320"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "42655de1f6381dbceae9697fb74531b05821fd5b051a0fcf7f4b60e3bf82d378"
+BODY_HASH = "5dbfe48e2585800326c7ff52ef64084a96c6ccaf63f62e1ad8a823b8cee6fa09"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -192,6 +192,27 @@ STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
 STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
 STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
+# Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
+KERNEL_PARTS = {
+    "phi_q": ("phi_q_part0", "phi_q_part1", ),
+    "gamma": ("gamma_part0", "gamma_part1", ),
+    "phi_q_lam_q": ("phi_q_lam_q_part0", "phi_q_lam_q_part1", ),
+    "force_q": ("force_q_part0", "force_q_part1", ),
+    "force_qd": ("force_qd_part0", "force_qd_part1", ),
+    "phi_q_a_q": ("phi_q_a_q_part0", "phi_q_a_q_part1", ),
+    "gamma_q": ("gamma_q_part0", "gamma_q_part1", ),
+    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
+    "dynamics": ("dynamics_part0", "dynamics_part1", ),
+    "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
+    "phi_q_values": ("phi_q_values_part0", "phi_q_values_part1", ),
+    "phi_q_lam_q_values": ("phi_q_lam_q_values_part0", "phi_q_lam_q_values_part1", ),
+    "force_q_values": ("force_q_values_part0", "force_q_values_part1", ),
+    "force_qd_values": ("force_qd_values_part0", "force_qd_values_part1", ),
+    "phi_q_a_q_values": ("phi_q_a_q_values_part0", "phi_q_a_q_values_part1", ),
+    "gamma_q_values": ("gamma_q_values_part0", "gamma_q_values_part1", ),
+    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
+    "reactions": ("reactions_part0", "reactions_part1", ),
+}
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 4
@@ -21009,19 +21030,31 @@ def phi(t, q, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q(t, q, p, out):
-    """Constraint Jacobian Φ_q."""
-    out[:] = 0.0
+def phi_q_part0(t, q, p, out):
+    """Part 1 of 2 of ``phi_q``."""
     for k in range(E0_COUNT):
         _e0_phi_q(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_part1(t, q, p, out):
+    """Part 2 of 2 of ``phi_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q(t, q, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
         _e5_phi_q(t, q, p, E5_IQ, E5_IP, E5_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q(t, q, p, out):
+    """Constraint Jacobian Φ_q."""
+    out[:] = 0.0
+    phi_q_part0(t, q, p, out)
+    phi_q_part1(t, q, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21037,19 +21070,31 @@ def nu(t, q, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma(t, q, qd, p, out):
-    """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
-    out[:] = 0.0
+def gamma_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma``."""
     for k in range(E0_COUNT):
         _e0_gamma(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_gamma(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_gamma(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma``."""
     for k in range(E4_COUNT):
         _e4_gamma(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
         _e5_gamma(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma(t, q, qd, p, out):
+    """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
+    out[:] = 0.0
+    gamma_part0(t, q, qd, p, out)
+    gamma_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21085,15 +21130,19 @@ def mass_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q(t, q, lam, p, out):
-    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+def phi_q_lam_q_part0(t, q, lam, p, out):
+    """Part 1 of 2 of ``phi_q_lam_q``."""
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q(t, q, lam, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q_part1(t, q, lam, p, out):
+    """Part 2 of 2 of ``phi_q_lam_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q(t, q, lam, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
@@ -21101,35 +21150,71 @@ def phi_q_lam_q(t, q, lam, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def phi_q_lam_q(t, q, lam, p, out):
+    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
+    phi_q_lam_q_part0(t, q, lam, p, out)
+    phi_q_lam_q_part1(t, q, lam, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_q_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``force_q``."""
+    for k in range(E0_COUNT):
+        _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_q_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``force_q``."""
+    for k in range(E6_COUNT):
+        _e6_force_q(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
+    force_q_part0(t, q, qd, p, out)
+    force_q_part1(t, q, qd, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_qd_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``force_qd``."""
     for k in range(E0_COUNT):
-        _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
+        _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_qd_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``force_qd``."""
     for k in range(E6_COUNT):
-        _e6_force_q(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
+        _e6_force_qd(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
-    for k in range(E0_COUNT):
-        _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
-    for k in range(E6_COUNT):
-        _e6_force_qd(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
+    force_qd_part0(t, q, qd, p, out)
+    force_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q(t, q, a, p, out):
-    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
+def phi_q_a_q_part0(t, q, a, p, out):
+    """Part 1 of 2 of ``phi_q_a_q``."""
     for k in range(E0_COUNT):
         _e0_phi_q_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q_part1(t, q, a, p, out):
+    """Part 2 of 2 of ``phi_q_a_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q_a_q(t, q, a, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
@@ -21137,29 +21222,61 @@ def phi_q_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_q(t, q, qd, p, out):
-    """γ_q."""
+def phi_q_a_q(t, q, a, p, out):
+    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
     out[:] = 0.0
+    phi_q_a_q_part0(t, q, a, p, out)
+    phi_q_a_q_part1(t, q, a, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_q_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_q``."""
     for k in range(E3_COUNT):
         _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_q_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_q``."""
     for k in range(E4_COUNT):
         _e4_gamma_q(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd(t, q, qd, p, out):
-    """γ_q̇."""
+def gamma_q(t, q, qd, p, out):
+    """γ_q."""
     out[:] = 0.0
+    gamma_q_part0(t, q, qd, p, out)
+    gamma_q_part1(t, q, qd, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_qd``."""
     for k in range(E0_COUNT):
         _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_qd``."""
     for k in range(E4_COUNT):
         _e4_gamma_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
         _e5_gamma_qd(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd(t, q, qd, p, out):
+    """γ_q̇."""
+    out[:] = 0.0
+    gamma_qd_part0(t, q, qd, p, out)
+    gamma_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21179,14 +21296,8 @@ def energy(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
-    """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
-    mass[:] = 0.0
-    force[:] = 0.0
-    phi[:] = 0.0
-    phi_q[:] = 0.0
-    phi_t[:] = 0.0
-    gamma[:] = 0.0
+def dynamics_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 1 of 2 of ``dynamics``."""
     for k in range(E0_COUNT):
         _e0_dynamics(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E1_COUNT):
@@ -21195,6 +21306,11 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e2_dynamics(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E3_COUNT):
         _e3_dynamics(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 2 of 2 of ``dynamics``."""
     for k in range(E4_COUNT):
         _e4_dynamics(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E5_COUNT):
@@ -21208,14 +21324,21 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
-def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
-    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
     mass[:] = 0.0
     force[:] = 0.0
     phi[:] = 0.0
     phi_q[:] = 0.0
     phi_t[:] = 0.0
     gamma[:] = 0.0
+    dynamics_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    dynamics_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 1 of 2 of ``dynamics_values``."""
     for k in range(E0_COUNT):
         _e0_dynamics_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_MASS_POS, E0_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E1_COUNT):
@@ -21224,6 +21347,11 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
         _e2_dynamics_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, _NO_POSITIONS, E2_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E3_COUNT):
         _e3_dynamics_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, _NO_POSITIONS, E3_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_values_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """Part 2 of 2 of ``dynamics_values``."""
     for k in range(E4_COUNT):
         _e4_dynamics_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, _NO_POSITIONS, E4_PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma)
     for k in range(E5_COUNT):
@@ -21237,25 +21365,50 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 
 
 @njit(cache=True, error_model="numpy")
+def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
+    """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
+    mass[:] = 0.0
+    force[:] = 0.0
+    phi[:] = 0.0
+    phi_q[:] = 0.0
+    phi_t[:] = 0.0
+    gamma[:] = 0.0
+    dynamics_values_part0(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+    dynamics_values_part1(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)
+
+
+@njit(cache=True, error_model="numpy")
 def force_x(t, q, qd, p, out):
     """Q_X, the force's dependence on the user states (the −Π column of Negrut et al. 2007, Eq. 12, with the force states eliminated)."""
     out[:] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_values(t, q, p, out):
-    """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
-    out[:] = 0.0
+def phi_q_values_part0(t, q, p, out):
+    """Part 1 of 2 of ``phi_q_values``."""
     for k in range(E0_COUNT):
         _e0_phi_q_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_values(t, q, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_values(t, q, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_values_part1(t, q, p, out):
+    """Part 2 of 2 of ``phi_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_values(t, q, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_POS, k, out)
     for k in range(E5_COUNT):
         _e5_phi_q_values(t, q, p, E5_IQ, E5_IP, E5_IR, E5_PHI_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_values(t, q, p, out):
+    """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
+    out[:] = 0.0
+    phi_q_values_part0(t, q, p, out)
+    phi_q_values_part1(t, q, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21277,15 +21430,19 @@ def mass_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values(t, q, lam, p, out):
-    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
-    out[:] = 0.0
+def phi_q_lam_q_values_part0(t, q, lam, p, out):
+    """Part 1 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q_values(t, q, lam, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_lam_q_values_part1(t, q, lam, p, out):
+    """Part 2 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q_values(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E5_COUNT):
@@ -21293,35 +21450,71 @@ def phi_q_lam_q_values(t, q, lam, p, out):
 
 
 @njit(cache=True, error_model="numpy")
+def phi_q_lam_q_values(t, q, lam, p, out):
+    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
+    out[:] = 0.0
+    phi_q_lam_q_values_part0(t, q, lam, p, out)
+    phi_q_lam_q_values_part1(t, q, lam, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_q_values_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``force_q_values``."""
+    for k in range(E0_COUNT):
+        _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_q_values_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``force_q_values``."""
+    for k in range(E6_COUNT):
+        _e6_force_q_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
+    force_q_values_part0(t, q, qd, p, out)
+    force_q_values_part1(t, q, qd, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_qd_values_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``force_qd_values``."""
     for k in range(E0_COUNT):
-        _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
+        _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def force_qd_values_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``force_qd_values``."""
     for k in range(E6_COUNT):
-        _e6_force_q_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_Q_POS, k, out)
+        _e6_force_qd_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_QD_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
-    for k in range(E0_COUNT):
-        _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
-    for k in range(E6_COUNT):
-        _e6_force_qd_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_QD_POS, k, out)
+    force_qd_values_part0(t, q, qd, p, out)
+    force_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values(t, q, a, p, out):
-    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
-    out[:] = 0.0
+def phi_q_a_q_values_part0(t, q, a, p, out):
+    """Part 1 of 2 of ``phi_q_a_q_values``."""
     for k in range(E0_COUNT):
         _e0_phi_q_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_A_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def phi_q_a_q_values_part1(t, q, a, p, out):
+    """Part 2 of 2 of ``phi_q_a_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_a_q_values(t, q, a, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_A_Q_POS, k, out)
     for k in range(E5_COUNT):
@@ -21329,29 +21522,61 @@ def phi_q_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_q_values(t, q, qd, p, out):
-    """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
+def phi_q_a_q_values(t, q, a, p, out):
+    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
     out[:] = 0.0
+    phi_q_a_q_values_part0(t, q, a, p, out)
+    phi_q_a_q_values_part1(t, q, a, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_q_values_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_q_values``."""
     for k in range(E3_COUNT):
         _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_q_values_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_q_values``."""
     for k in range(E4_COUNT):
         _e4_gamma_q_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_Q_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_values(t, q, qd, p, out):
-    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+def gamma_q_values(t, q, qd, p, out):
+    """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
+    gamma_q_values_part0(t, q, qd, p, out)
+    gamma_q_values_part1(t, q, qd, p, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_values_part0(t, q, qd, p, out):
+    """Part 1 of 2 of ``gamma_qd_values``."""
     for k in range(E0_COUNT):
         _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_values_part1(t, q, qd, p, out):
+    """Part 2 of 2 of ``gamma_qd_values``."""
     for k in range(E4_COUNT):
         _e4_gamma_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_QD_POS, k, out)
     for k in range(E5_COUNT):
         _e5_gamma_qd_values(t, q, qd, p, E5_IQ, E5_IP, E5_IR, E5_GAMMA_QD_POS, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def gamma_qd_values(t, q, qd, p, out):
+    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+    out[:] = 0.0
+    gamma_qd_values_part0(t, q, qd, p, out)
+    gamma_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21361,17 +21586,29 @@ def force_x_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def reactions(t, q, lam, p, out):
-    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
-    out[:] = 0.0
+def reactions_part0(t, q, lam, p, out):
+    """Part 1 of 2 of ``reactions``."""
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def reactions_part1(t, q, lam, p, out):
+    """Part 2 of 2 of ``reactions``."""
     for k in range(E4_COUNT):
         _e4_reactions(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_RR, k, out)
     for k in range(E5_COUNT):
         _e5_reactions(t, q, lam, p, E5_IQ, E5_IP, E5_IR, E5_RR, k, out)
+
+
+@njit(cache=True, error_model="numpy")
+def reactions(t, q, lam, p, out):
+    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
+    out[:] = 0.0
+    reactions_part0(t, q, lam, p, out)
+    reactions_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6187e1c9354a0962"
+COMPILER_HASH = "0758660f797b1320"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2798eee03083c2fb6f564f13bebe8344ea43993027c69e124106dee7cb22b918"
+BODY_HASH = "a58e7c5a091fe83e6c6443fef9bfe15c75012e3ee7a1aef40f6e647070dc9253"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

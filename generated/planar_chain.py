@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "6187e1c9354a0962"
+COMPILER_HASH = "0758660f797b1320"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "de19aeb96491092b6548dc7e06b0aa122202eef6d8be93ebae961869393a1869"
+BODY_HASH = "417ef0f500b25a9a4a03912da129086290a357dffb8e73f93e4bd35df3da79be"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"
@@ -149,6 +149,9 @@ STATE_RESIDUAL_XD_ROWS = _DATA["STATE_RESIDUAL_XD_ROWS"]
 STATE_RESIDUAL_XD_COLS = _DATA["STATE_RESIDUAL_XD_COLS"]
 STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
+# Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
+KERNEL_PARTS = {
+}
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
 E0_COUNT = 8

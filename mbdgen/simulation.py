@@ -639,11 +639,14 @@ def simulate(
 
     module = resolve_model(model)
     check_states_supported(module, spec)
+    kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
-        specialize.start_kernels(
-            module, shared.kernels_after_start(module, spec.family, constraints),
-            shared.KERNEL_SIGNATURES,
-        )  # fmt: skip
+        queue = shared.kernel_queue(
+            module, kernel, shared.kernels_after_start(module, spec.family, constraints)
+        )
+        signatures = {k: shared.kernel_signature(k) for k in queue}
+        if specialize.start_kernels(module, queue, signatures):
+            specialize.compile_claimed(module, kernel, shared.kernel_signature(kernel))
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
@@ -659,7 +662,6 @@ def simulate(
             module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=newton_tol
         )
         x = np.concatenate([assembled.q, assembled.qd])
-    kernel = evaluation_kernel(module, spec.family, constraints)
     removed = _redundant_rows(
         module, t0, x[:n], p, constraints, newton_tol, assemble is not False, kernel
     )

@@ -277,29 +277,56 @@ def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> 
 @contextlib.contextmanager
 def kernel_claimed(module: Any, name: str, signature: Any) -> Iterator[None]:
     """Hold the lock of ``module.<name>`` while the block compiles or loads it, where a
-    helper compiles this module's kernels (else nothing to coordinate)."""
+    helper compiles this module's kernels (else nothing to coordinate).  A kernel split
+    in parts has them compiled or loaded first, each under its own lock, so that its
+    compile finds them in memory."""
+    from mbdgen.runtime.shared import kernel_parts
+
     path = str(getattr(module, "__file__", ""))
     with _LOCK:
         helper = _HELPERS.get(path)
     if helper is None:
         yield
         return
+    args = tuple(signature.args)
+    for part in kernel_parts(module, name):
+        with open(kernel_lock_path(path, part, signature), "w") as lock:
+            _flock(lock, block=True)
+            if not load_cached(getattr(module, part), args):
+                getattr(module, part).compile(args)
     with open(kernel_lock_path(path, name, signature), "w") as lock:
         _flock(lock, block=True)  # the helper's compile of it, if any, ends first
-        load_cached(getattr(module, name), tuple(signature.args))
+        load_cached(getattr(module, name), args)
         yield
+
+
+def compile_claimed(module: Any, name: str, signature: Any) -> None:
+    """Compile (or load) ``module.<name>`` for ``signature`` now, under the kernels'
+    locks, where a helper compiles this module's kernels: the evaluation kernel, whose
+    last parts the helper compiles meanwhile (:func:`mbdgen.runtime.shared.kernel_queue`).
+    Without a helper nothing happens here: the kernel's first call compiles it."""
+    with _LOCK:
+        helper = _HELPERS.get(str(getattr(module, "__file__", "")))
+    if helper is None:
+        return
+    with kernel_claimed(module, name, signature):
+        dispatcher = getattr(module, name)
+        if not load_cached(dispatcher, tuple(signature.args)):
+            dispatcher.compile(tuple(signature.args))
 
 
 def _compile_kernels(path: str, names: list[str]) -> str:
     """The helper: compile the kernels ``names`` of the generated module at ``path`` in
     order, each under its lock; one held by the user's process is skipped."""
     from mbdgen.compiler import import_generated
-    from mbdgen.runtime.shared import KERNEL_SIGNATURES
+    from mbdgen.runtime.shared import kernel_parts, kernel_signature
 
     module = import_generated(Path(path))
-    done = []
+    done, ready = [], set()
     for name in names:
-        signature = KERNEL_SIGNATURES[name]
+        signature = kernel_signature(name)
+        if not all(part in ready for part in kernel_parts(module, name)):
+            continue  # a part the user's process compiles: it compiles this one after it
         with open(kernel_lock_path(path, name, signature), "w") as lock:
             if not _flock(lock, block=False):
                 continue
@@ -307,6 +334,7 @@ def _compile_kernels(path: str, names: list[str]) -> str:
             if not load_cached(dispatcher, tuple(signature.args)):
                 dispatcher.compile(tuple(signature.args))
                 done.append(name)
+            ready.add(name)
     return f"compiled: {' '.join(done)}"
 
 

@@ -62,6 +62,40 @@ class LoopKernel:
     doc: str
     zero_fill: tuple[str, ...]
     calls: tuple[Call, ...]
+    #: the kernels this one calls in turn instead of looping itself (:func:`split_kernel`)
+    parts: tuple[str, ...] = ()
+
+
+#: A loop kernel whose element code is longer than this (statements of the element
+#: kernels it inlines) is split in two (:func:`split_kernel`).  Numba compiles ~1.5
+#: statements per ms, flat in the statement's kind: the flyball governor's 1547-
+#: statement ``dynamics_values`` took 10-12 s, most of a new model's first explicit step.
+SPLIT_STATEMENTS = 500
+
+
+def split_kernel(kernel: LoopKernel, sizes: Mapping[str, int]) -> list[LoopKernel]:
+    """``kernel`` as [itself], or, where its element code exceeds
+    :data:`SPLIT_STATEMENTS`, as two parts and a kernel that calls them: the element
+    loops cut in one place, in order (outputs accumulate in the same order, so the
+    sums and their bits are the module's own), where the longer half is shortest.
+
+    Each part is its own compiled function (not inlined): the user's process and the
+    kernel helper (:func:`mbdgen.specialize.start_kernels`) compile one each.  A call
+    with ~12 array arguments costs ~40 ns, ~2 % of such a kernel's evaluation.
+    """
+    weights = [sizes[c.callee] for c in kernel.calls]
+    total = sum(weights)
+    if total <= SPLIT_STATEMENTS or len(weights) < 2:
+        return [kernel]
+    cut = min(range(1, len(weights)), key=lambda i: max(sum(weights[:i]), sum(weights[i:])))
+    names = (f"{kernel.name}_part0", f"{kernel.name}_part1")
+    parts = [
+        LoopKernel(name, kernel.args, f"Part {i + 1} of 2 of ``{kernel.name}``.", (), calls)
+        for i, (name, calls) in enumerate(
+            zip(names, (kernel.calls[:cut], kernel.calls[cut:]), strict=True)
+        )
+    ]
+    return [*parts, dataclasses.replace(kernel, calls=(), parts=names)]
 
 
 def _target(kind: str) -> Callable[[str], Callable[[int, int], str]]:
@@ -420,12 +454,12 @@ def render_element_module(
             out.append(Call(f"{pre}_COUNT", used[kernel], inputs + tables + ("k",) + outs))
         return tuple(out)
 
-    kernels: list[LoopKernel] = []
+    loops: list[LoopKernel] = []
     for spec in KERNELS:
         if spec.name in FLAT_STATE_KERNELS:
             continue
         outs = tuple(o.arg for o in spec.outputs)
-        kernels.append(
+        loops.append(
             LoopKernel(
                 spec.name, spec.inputs + outs, spec.doc, outs, calls(spec.name, spec.inputs, outs)
             )
@@ -434,7 +468,7 @@ def render_element_module(
         if block in STATE_BLOCKS:
             continue
         spec = next(k for k in KERNELS if k.name == block)
-        kernels.append(
+        loops.append(
             LoopKernel(
                 f"{block}_values",
                 spec.inputs + ("out",),
@@ -443,7 +477,7 @@ def render_element_module(
                 calls(f"{block}_values", spec.inputs, ("out",)),
             )
         )
-    kernels.append(
+    loops.append(
         LoopKernel(
             "reactions",
             ("t", "q", "lam", "p", "out"),
@@ -454,6 +488,10 @@ def render_element_module(
             calls("reactions", ("t", "q", "lam", "p"), ("out",)),
         )
     )
+    sizes = {
+        c.name: len(c.prologue) + len(c.temporaries) + len(c.assignments) for c in element_kernels
+    }
+    kernels = [part for loop in loops for part in split_kernel(loop, sizes)]
     data = _data(esys)
     lines = encode(data)
     state_kernels = _state_kernels(esys)

@@ -343,6 +343,30 @@ def entry(module: Any, name: str) -> Callable[..., Any] | None:
     return _Bound(routine, (kern, *extra), name)
 
 
+def kernel_parts(module: Any, name: str) -> tuple[str, ...]:
+    """The parts ``module.<name>`` calls in turn, each compiled on its own, or ()
+    (:func:`mbdgen.codegen.elements.split_kernel`)."""
+    return tuple(getattr(module, "KERNEL_PARTS", {}).get(name, ()))
+
+
+def kernel_signature(name: str) -> Any:
+    """The signature of kernel ``name`` (:data:`KERNEL_SIGNATURES`); a part's is its
+    kernel's."""
+    base, _, part = name.rpartition("_part")
+    return KERNEL_SIGNATURES[base if base and part.isdigit() else name]
+
+
+def kernel_queue(module: Any, first: str, then: list[str]) -> list[str]:
+    """What the kernel helper compiles, in its order: the parts of ``first`` (the
+    evaluation kernel, which this process compiles from its first part) from the last,
+    then each kernel of ``then`` as its parts and itself (this process takes those from
+    the end, :func:`entry`)."""
+    queue = list(reversed(kernel_parts(module, first)[1:]))
+    for name in then:
+        queue += [*kernel_parts(module, name), name]
+    return queue
+
+
 def kernels_after_start(module: Any, family: str, constraints: str) -> list[str]:
     """The kernels a run of ``family`` will compile after its evaluation kernel (which
     the checks at t0 compile first): the Newton matrix's blocks, the energy check's."""
