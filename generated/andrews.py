@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4e29fd3e47d660305d735e07dd3a824050a5aa8caf382ea4b7f109ccd81ef8af"
+BODY_HASH = "e03d49be663bbaf3fd09f6faa0436075ccabd3c5224ad1cb6e756b15c3c00465"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

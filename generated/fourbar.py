@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "f4835db56a0b7ad0341eb292731c1ceef436ba0497c50dcf0e3a493d1dfb3ef5"
+BODY_HASH = "d276cee05c326cbce977b024dffb3821b3501a7e9d31c3b3253e5936ec64fc97"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "49c7b3821d8f67631d0e93cdc6ee14bbda71b09a990f0d588109de8007cbd894"
+BODY_HASH = "98b9b9fde067265babda1d3d85402d24c15331e42de9084fbbff7f0f86912f03"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -177,14 +177,8 @@ STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
 KERNEL_PARTS = {
-    "phi_q_lam_q": ("phi_q_lam_q_part0", "phi_q_lam_q_part1", ),
-    "phi_q_a_q": ("phi_q_a_q_part0", "phi_q_a_q_part1", ),
-    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
     "dynamics": ("dynamics_part0", "dynamics_part1", ),
     "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
-    "phi_q_lam_q_values": ("phi_q_lam_q_values_part0", "phi_q_lam_q_values_part1", ),
-    "phi_q_a_q_values": ("phi_q_a_q_values_part0", "phi_q_a_q_values_part1", ),
-    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
 }
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
@@ -9236,29 +9230,17 @@ def mass_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q``."""
+def phi_q_lam_q(t, q, lam, p, out):
+    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q(t, q, lam, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q(t, q, lam, p, E1_IQ, E1_IP, E1_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q``."""
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q(t, q, lam, p, out):
-    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
-    phi_q_lam_q_part0(t, q, lam, p, out)
-    phi_q_lam_q_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9278,29 +9260,17 @@ def force_qd(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q``."""
+def phi_q_a_q(t, q, a, p, out):
+    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q(t, q, a, p, E1_IQ, E1_IP, E1_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q``."""
     for k in range(E2_COUNT):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q(t, q, a, p, out):
-    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
-    phi_q_a_q_part0(t, q, a, p, out)
-    phi_q_a_q_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9312,29 +9282,17 @@ def gamma_q(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd``."""
+def gamma_qd(t, q, qd, p, out):
+    """γ_q̇."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd``."""
     for k in range(E2_COUNT):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd(t, q, qd, p, out):
-    """γ_q̇."""
-    out[:] = 0.0
-    gamma_qd_part0(t, q, qd, p, out)
-    gamma_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9450,29 +9408,17 @@ def mass_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q_values``."""
+def phi_q_lam_q_values(t, q, lam, p, out):
+    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q_values(t, q, lam, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q_values(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_LAM_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values(t, q, lam, p, out):
-    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_lam_q_values_part0(t, q, lam, p, out)
-    phi_q_lam_q_values_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9492,29 +9438,17 @@ def force_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q_values``."""
+def phi_q_a_q_values(t, q, a, p, out):
+    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_A_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q_values(t, q, a, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_A_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q_values``."""
     for k in range(E2_COUNT):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_values(t, q, a, p, out):
-    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_a_q_values_part0(t, q, a, p, out)
-    phi_q_a_q_values_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9526,29 +9460,17 @@ def gamma_q_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd_values``."""
+def gamma_qd_values(t, q, qd, p, out):
+    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, E1_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd_values``."""
     for k in range(E2_COUNT):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
     for k in range(E3_COUNT):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values(t, q, qd, p, out):
-    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
-    out[:] = 0.0
-    gamma_qd_values_part0(t, q, qd, p, out)
-    gamma_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")

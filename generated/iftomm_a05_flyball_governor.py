@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5dbfe48e2585800326c7ff52ef64084a96c6ccaf63f62e1ad8a823b8cee6fa09"
+BODY_HASH = "411212e8fb154aaa48acd648e68a668fa0dcf66132e8638d771786b685750946"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -194,24 +194,8 @@ STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
 KERNEL_PARTS = {
-    "phi_q": ("phi_q_part0", "phi_q_part1", ),
-    "gamma": ("gamma_part0", "gamma_part1", ),
-    "phi_q_lam_q": ("phi_q_lam_q_part0", "phi_q_lam_q_part1", ),
-    "force_q": ("force_q_part0", "force_q_part1", ),
-    "force_qd": ("force_qd_part0", "force_qd_part1", ),
-    "phi_q_a_q": ("phi_q_a_q_part0", "phi_q_a_q_part1", ),
-    "gamma_q": ("gamma_q_part0", "gamma_q_part1", ),
-    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
     "dynamics": ("dynamics_part0", "dynamics_part1", ),
     "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
-    "phi_q_values": ("phi_q_values_part0", "phi_q_values_part1", ),
-    "phi_q_lam_q_values": ("phi_q_lam_q_values_part0", "phi_q_lam_q_values_part1", ),
-    "force_q_values": ("force_q_values_part0", "force_q_values_part1", ),
-    "force_qd_values": ("force_qd_values_part0", "force_qd_values_part1", ),
-    "phi_q_a_q_values": ("phi_q_a_q_values_part0", "phi_q_a_q_values_part1", ),
-    "gamma_q_values": ("gamma_q_values_part0", "gamma_q_values_part1", ),
-    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
-    "reactions": ("reactions_part0", "reactions_part1", ),
 }
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
@@ -21030,31 +21014,19 @@ def phi(t, q, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_part0(t, q, p, out):
-    """Part 1 of 2 of ``phi_q``."""
+def phi_q(t, q, p, out):
+    """Constraint Jacobian Φ_q."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q(t, q, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q(t, q, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q(t, q, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_part1(t, q, p, out):
-    """Part 2 of 2 of ``phi_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q(t, q, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
         _e5_phi_q(t, q, p, E5_IQ, E5_IP, E5_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q(t, q, p, out):
-    """Constraint Jacobian Φ_q."""
-    out[:] = 0.0
-    phi_q_part0(t, q, p, out)
-    phi_q_part1(t, q, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21070,31 +21042,19 @@ def nu(t, q, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma``."""
+def gamma(t, q, qd, p, out):
+    """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_gamma(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_gamma(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma``."""
     for k in range(E4_COUNT):
         _e4_gamma(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
         _e5_gamma(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma(t, q, qd, p, out):
-    """Acceleration right side γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt (Haug 1989, Eq. 7.3.6)."""
-    out[:] = 0.0
-    gamma_part0(t, q, qd, p, out)
-    gamma_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21130,19 +21090,15 @@ def mass_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q``."""
+def phi_q_lam_q(t, q, lam, p, out):
+    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q(t, q, lam, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q(t, q, lam, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
@@ -21150,71 +21106,35 @@ def phi_q_lam_q_part1(t, q, lam, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q(t, q, lam, p, out):
-    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
-    phi_q_lam_q_part0(t, q, lam, p, out)
-    phi_q_lam_q_part1(t, q, lam, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_q_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``force_q``."""
-    for k in range(E0_COUNT):
-        _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_q_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``force_q``."""
-    for k in range(E6_COUNT):
-        _e6_force_q(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
-    force_q_part0(t, q, qd, p, out)
-    force_q_part1(t, q, qd, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_qd_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``force_qd``."""
     for k in range(E0_COUNT):
-        _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_qd_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``force_qd``."""
+        _e0_force_q(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E6_COUNT):
-        _e6_force_qd(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
+        _e6_force_q(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
     out[:] = 0.0
-    force_qd_part0(t, q, qd, p, out)
-    force_qd_part1(t, q, qd, p, out)
+    for k in range(E0_COUNT):
+        _e0_force_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
+    for k in range(E6_COUNT):
+        _e6_force_qd(t, q, qd, p, E6_IQ, E6_IP, E6_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q``."""
+def phi_q_a_q(t, q, a, p, out):
+    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q``."""
     for k in range(E4_COUNT):
         _e4_phi_q_a_q(t, q, a, p, E4_IQ, E4_IP, E4_IR, k, out)
     for k in range(E5_COUNT):
@@ -21222,61 +21142,29 @@ def phi_q_a_q_part1(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q(t, q, a, p, out):
-    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
-    phi_q_a_q_part0(t, q, a, p, out)
-    phi_q_a_q_part1(t, q, a, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_q_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_q``."""
-    for k in range(E3_COUNT):
-        _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_q_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_q``."""
-    for k in range(E4_COUNT):
-        _e4_gamma_q(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
     out[:] = 0.0
-    gamma_q_part0(t, q, qd, p, out)
-    gamma_q_part1(t, q, qd, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd``."""
-    for k in range(E0_COUNT):
-        _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
-    for k in range(E2_COUNT):
-        _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
     for k in range(E3_COUNT):
-        _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd``."""
+        _e3_gamma_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
     for k in range(E4_COUNT):
-        _e4_gamma_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
-    for k in range(E5_COUNT):
-        _e5_gamma_qd(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
+        _e4_gamma_q(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
     out[:] = 0.0
-    gamma_qd_part0(t, q, qd, p, out)
-    gamma_qd_part1(t, q, qd, p, out)
+    for k in range(E0_COUNT):
+        _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
+    for k in range(E2_COUNT):
+        _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
+    for k in range(E3_COUNT):
+        _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+    for k in range(E4_COUNT):
+        _e4_gamma_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
+    for k in range(E5_COUNT):
+        _e5_gamma_qd(t, q, qd, p, E5_IQ, E5_IP, E5_IR, k, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21384,31 +21272,19 @@ def force_x(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_values_part0(t, q, p, out):
-    """Part 1 of 2 of ``phi_q_values``."""
+def phi_q_values(t, q, p, out):
+    """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_values(t, q, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_values(t, q, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_values(t, q, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_values_part1(t, q, p, out):
-    """Part 2 of 2 of ``phi_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_values(t, q, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_POS, k, out)
     for k in range(E5_COUNT):
         _e5_phi_q_values(t, q, p, E5_IQ, E5_IP, E5_IR, E5_PHI_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_values(t, q, p, out):
-    """Values of phi_q on its static pattern PHI_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_values_part0(t, q, p, out)
-    phi_q_values_part1(t, q, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21430,19 +21306,15 @@ def mass_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q_values``."""
+def phi_q_lam_q_values(t, q, lam, p, out):
+    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q_values(t, q, lam, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q_values(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E5_COUNT):
@@ -21450,71 +21322,35 @@ def phi_q_lam_q_values_part1(t, q, lam, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values(t, q, lam, p, out):
-    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_lam_q_values_part0(t, q, lam, p, out)
-    phi_q_lam_q_values_part1(t, q, lam, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_q_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``force_q_values``."""
-    for k in range(E0_COUNT):
-        _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_q_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``force_q_values``."""
-    for k in range(E6_COUNT):
-        _e6_force_q_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
-    force_q_values_part0(t, q, qd, p, out)
-    force_q_values_part1(t, q, qd, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_qd_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``force_qd_values``."""
     for k in range(E0_COUNT):
-        _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def force_qd_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``force_qd_values``."""
+        _e0_force_q_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_Q_POS, k, out)
     for k in range(E6_COUNT):
-        _e6_force_qd_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_QD_POS, k, out)
+        _e6_force_q_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_Q_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd_values(t, q, qd, p, out):
     """Values of force_qd on its static pattern FORCE_QD_ROWS/COLS."""
     out[:] = 0.0
-    force_qd_values_part0(t, q, qd, p, out)
-    force_qd_values_part1(t, q, qd, p, out)
+    for k in range(E0_COUNT):
+        _e0_force_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_FORCE_QD_POS, k, out)
+    for k in range(E6_COUNT):
+        _e6_force_qd_values(t, q, qd, p, E6_IQ, E6_IP, E6_IR, E6_FORCE_QD_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q_values``."""
+def phi_q_a_q_values(t, q, a, p, out):
+    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_A_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
     for k in range(E3_COUNT):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q_values``."""
     for k in range(E4_COUNT):
         _e4_phi_q_a_q_values(t, q, a, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_A_Q_POS, k, out)
     for k in range(E5_COUNT):
@@ -21522,61 +21358,29 @@ def phi_q_a_q_values_part1(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values(t, q, a, p, out):
-    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_a_q_values_part0(t, q, a, p, out)
-    phi_q_a_q_values_part1(t, q, a, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_q_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_q_values``."""
-    for k in range(E3_COUNT):
-        _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_q_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_q_values``."""
-    for k in range(E4_COUNT):
-        _e4_gamma_q_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
 def gamma_q_values(t, q, qd, p, out):
     """Values of gamma_q on its static pattern GAMMA_Q_ROWS/COLS."""
     out[:] = 0.0
-    gamma_q_values_part0(t, q, qd, p, out)
-    gamma_q_values_part1(t, q, qd, p, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd_values``."""
-    for k in range(E0_COUNT):
-        _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
-    for k in range(E2_COUNT):
-        _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
     for k in range(E3_COUNT):
-        _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd_values``."""
+        _e3_gamma_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_Q_POS, k, out)
     for k in range(E4_COUNT):
-        _e4_gamma_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_QD_POS, k, out)
-    for k in range(E5_COUNT):
-        _e5_gamma_qd_values(t, q, qd, p, E5_IQ, E5_IP, E5_IR, E5_GAMMA_QD_POS, k, out)
+        _e4_gamma_q_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_Q_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_qd_values(t, q, qd, p, out):
     """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
     out[:] = 0.0
-    gamma_qd_values_part0(t, q, qd, p, out)
-    gamma_qd_values_part1(t, q, qd, p, out)
+    for k in range(E0_COUNT):
+        _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
+    for k in range(E2_COUNT):
+        _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
+    for k in range(E3_COUNT):
+        _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
+    for k in range(E4_COUNT):
+        _e4_gamma_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_QD_POS, k, out)
+    for k in range(E5_COUNT):
+        _e5_gamma_qd_values(t, q, qd, p, E5_IQ, E5_IP, E5_IR, E5_GAMMA_QD_POS, k, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -21586,29 +21390,17 @@ def force_x_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def reactions_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``reactions``."""
+def reactions(t, q, lam, p, out):
+    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
+    out[:] = 0.0
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def reactions_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``reactions``."""
     for k in range(E4_COUNT):
         _e4_reactions(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_RR, k, out)
     for k in range(E5_COUNT):
         _e5_reactions(t, q, lam, p, E5_IQ, E5_IP, E5_IR, E5_RR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def reactions(t, q, lam, p, out):
-    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
-    out[:] = 0.0
-    reactions_part0(t, q, lam, p, out)
-    reactions_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")

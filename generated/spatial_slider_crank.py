@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "29d681b78a6aad644f0c7b501fdf3c309bea00a46f93684a9897a83d92548330"
+BODY_HASH = "fb5028844d7efe77155cf7d663e56e6fd3ce364bcfa395891421177a50364732"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -165,15 +165,8 @@ STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
 KERNEL_PARTS = {
-    "phi_q_lam_q": ("phi_q_lam_q_part0", "phi_q_lam_q_part1", ),
-    "phi_q_a_q": ("phi_q_a_q_part0", "phi_q_a_q_part1", ),
-    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
     "dynamics": ("dynamics_part0", "dynamics_part1", ),
     "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
-    "phi_q_lam_q_values": ("phi_q_lam_q_values_part0", "phi_q_lam_q_values_part1", ),
-    "phi_q_a_q_values": ("phi_q_a_q_values_part0", "phi_q_a_q_values_part1", ),
-    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
-    "reactions": ("reactions_part0", "reactions_part1", ),
 }
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
@@ -9679,31 +9672,19 @@ def mass_a_q(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q``."""
+def phi_q_lam_q(t, q, lam, p, out):
+    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q(t, q, lam, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q(t, q, lam, p, E1_IQ, E1_IP, E1_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q(t, q, lam, p, E2_IQ, E2_IP, E2_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q``."""
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q(t, q, lam, p, E3_IQ, E3_IP, E3_IR, k, out)
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q(t, q, lam, p, E4_IQ, E4_IP, E4_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q(t, q, lam, p, out):
-    """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
-    phi_q_lam_q_part0(t, q, lam, p, out)
-    phi_q_lam_q_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9723,31 +9704,19 @@ def force_qd(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q``."""
+def phi_q_a_q(t, q, a, p, out):
+    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q(t, q, a, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q(t, q, a, p, E1_IQ, E1_IP, E1_IR, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q(t, q, a, p, E2_IQ, E2_IP, E2_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q``."""
     for k in range(E3_COUNT):
         _e3_phi_q_a_q(t, q, a, p, E3_IQ, E3_IP, E3_IR, k, out)
     for k in range(E4_COUNT):
         _e4_phi_q_a_q(t, q, a, p, E4_IQ, E4_IP, E4_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q(t, q, a, p, out):
-    """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
-    phi_q_a_q_part0(t, q, a, p, out)
-    phi_q_a_q_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9759,31 +9728,19 @@ def gamma_q(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd``."""
+def gamma_qd(t, q, qd, p, out):
+    """γ_q̇."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd``."""
     for k in range(E3_COUNT):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
     for k in range(E4_COUNT):
         _e4_gamma_qd(t, q, qd, p, E4_IQ, E4_IP, E4_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd(t, q, qd, p, out):
-    """γ_q̇."""
-    out[:] = 0.0
-    gamma_qd_part0(t, q, qd, p, out)
-    gamma_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9905,31 +9862,19 @@ def mass_a_q_values(t, q, a, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``phi_q_lam_q_values``."""
+def phi_q_lam_q_values(t, q, lam, p, out):
+    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_lam_q_values(t, q, lam, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_lam_q_values(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_lam_q_values(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_LAM_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``phi_q_lam_q_values``."""
     for k in range(E3_COUNT):
         _e3_phi_q_lam_q_values(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_LAM_Q_POS, k, out)
     for k in range(E4_COUNT):
         _e4_phi_q_lam_q_values(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_LAM_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_lam_q_values(t, q, lam, p, out):
-    """Values of phi_q_lam_q on its static pattern PHI_Q_LAM_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_lam_q_values_part0(t, q, lam, p, out)
-    phi_q_lam_q_values_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9949,31 +9894,19 @@ def force_qd_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part0(t, q, a, p, out):
-    """Part 1 of 2 of ``phi_q_a_q_values``."""
+def phi_q_a_q_values(t, q, a, p, out):
+    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_phi_q_a_q_values(t, q, a, p, E0_IQ, E0_IP, E0_IR, E0_PHI_Q_A_Q_POS, k, out)
     for k in range(E1_COUNT):
         _e1_phi_q_a_q_values(t, q, a, p, E1_IQ, E1_IP, E1_IR, E1_PHI_Q_A_Q_POS, k, out)
     for k in range(E2_COUNT):
         _e2_phi_q_a_q_values(t, q, a, p, E2_IQ, E2_IP, E2_IR, E2_PHI_Q_A_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_values_part1(t, q, a, p, out):
-    """Part 2 of 2 of ``phi_q_a_q_values``."""
     for k in range(E3_COUNT):
         _e3_phi_q_a_q_values(t, q, a, p, E3_IQ, E3_IP, E3_IR, E3_PHI_Q_A_Q_POS, k, out)
     for k in range(E4_COUNT):
         _e4_phi_q_a_q_values(t, q, a, p, E4_IQ, E4_IP, E4_IR, E4_PHI_Q_A_Q_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def phi_q_a_q_values(t, q, a, p, out):
-    """Values of phi_q_a_q on its static pattern PHI_Q_A_Q_ROWS/COLS."""
-    out[:] = 0.0
-    phi_q_a_q_values_part0(t, q, a, p, out)
-    phi_q_a_q_values_part1(t, q, a, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -9985,31 +9918,19 @@ def gamma_q_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd_values``."""
+def gamma_qd_values(t, q, qd, p, out):
+    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, E1_GAMMA_QD_POS, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd_values``."""
     for k in range(E3_COUNT):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
     for k in range(E4_COUNT):
         _e4_gamma_qd_values(t, q, qd, p, E4_IQ, E4_IP, E4_IR, E4_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values(t, q, qd, p, out):
-    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
-    out[:] = 0.0
-    gamma_qd_values_part0(t, q, qd, p, out)
-    gamma_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -10019,29 +9940,17 @@ def force_x_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def reactions_part0(t, q, lam, p, out):
-    """Part 1 of 2 of ``reactions``."""
+def reactions(t, q, lam, p, out):
+    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
+    out[:] = 0.0
     for k in range(E1_COUNT):
         _e1_reactions(t, q, lam, p, E1_IQ, E1_IP, E1_IR, E1_RR, k, out)
     for k in range(E2_COUNT):
         _e2_reactions(t, q, lam, p, E2_IQ, E2_IP, E2_IR, E2_RR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def reactions_part1(t, q, lam, p, out):
-    """Part 2 of 2 of ``reactions``."""
     for k in range(E3_COUNT):
         _e3_reactions(t, q, lam, p, E3_IQ, E3_IP, E3_IR, E3_RR, k, out)
     for k in range(E4_COUNT):
         _e4_reactions(t, q, lam, p, E4_IQ, E4_IP, E4_IR, E4_RR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def reactions(t, q, lam, p, out):
-    """Joint reactions (N_REACTIONS × 12, columns REACTION_COLUMNS): force and torque on each body of each joint at the joint point, global and body frame (Haug 1989, Eq. 6.6.2: the generalized reaction is −Φ_qᵀλ)."""
-    out[:] = 0.0
-    reactions_part0(t, q, lam, p, out)
-    reactions_part1(t, q, lam, p, out)
 
 
 @njit(cache=True, error_model="numpy")

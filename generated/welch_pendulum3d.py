@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "0758660f797b1320"
+COMPILER_HASH = "469c190f459a8898"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e2f0cf7a9321bd47e61cfac86f4513eefd7f99b42567ae1a26bad5072d87c220"
+BODY_HASH = "f88722a37355c9f39c60400aa2b3de57ea6ded973d42ee8d7f3b68868f312817"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -157,10 +157,8 @@ STATE_RESIDUAL_X_ROWS = _DATA["STATE_RESIDUAL_X_ROWS"]
 STATE_RESIDUAL_X_COLS = _DATA["STATE_RESIDUAL_X_COLS"]
 # Kernels split in parts compiled separately (mbdgen.codegen.elements.split_kernel)
 KERNEL_PARTS = {
-    "gamma_qd": ("gamma_qd_part0", "gamma_qd_part1", ),
     "dynamics": ("dynamics_part0", "dynamics_part1", ),
     "dynamics_values": ("dynamics_values_part0", "dynamics_values_part1", ),
-    "gamma_qd_values": ("gamma_qd_values_part0", "gamma_qd_values_part1", ),
 }
 # the position table passed for a block in which an element type has no entries
 _NO_POSITIONS = np.zeros((0, 0), dtype=np.int64)
@@ -8463,29 +8461,17 @@ def gamma_q(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd``."""
+def gamma_qd(t, q, qd, p, out):
+    """γ_q̇."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd(t, q, qd, p, E0_IQ, E0_IP, E0_IR, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd(t, q, qd, p, E1_IQ, E1_IP, E1_IR, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd(t, q, qd, p, E2_IQ, E2_IP, E2_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd``."""
     for k in range(E3_COUNT):
         _e3_gamma_qd(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd(t, q, qd, p, out):
-    """γ_q̇."""
-    out[:] = 0.0
-    gamma_qd_part0(t, q, qd, p, out)
-    gamma_qd_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -8653,29 +8639,17 @@ def gamma_q_values(t, q, qd, p, out):
 
 
 @njit(cache=True, error_model="numpy")
-def gamma_qd_values_part0(t, q, qd, p, out):
-    """Part 1 of 2 of ``gamma_qd_values``."""
+def gamma_qd_values(t, q, qd, p, out):
+    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
+    out[:] = 0.0
     for k in range(E0_COUNT):
         _e0_gamma_qd_values(t, q, qd, p, E0_IQ, E0_IP, E0_IR, E0_GAMMA_QD_POS, k, out)
     for k in range(E1_COUNT):
         _e1_gamma_qd_values(t, q, qd, p, E1_IQ, E1_IP, E1_IR, E1_GAMMA_QD_POS, k, out)
     for k in range(E2_COUNT):
         _e2_gamma_qd_values(t, q, qd, p, E2_IQ, E2_IP, E2_IR, E2_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values_part1(t, q, qd, p, out):
-    """Part 2 of 2 of ``gamma_qd_values``."""
     for k in range(E3_COUNT):
         _e3_gamma_qd_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_GAMMA_QD_POS, k, out)
-
-
-@njit(cache=True, error_model="numpy")
-def gamma_qd_values(t, q, qd, p, out):
-    """Values of gamma_qd on its static pattern GAMMA_QD_ROWS/COLS."""
-    out[:] = 0.0
-    gamma_qd_values_part0(t, q, qd, p, out)
-    gamma_qd_values_part1(t, q, qd, p, out)
 
 
 @njit(cache=True, error_model="numpy")

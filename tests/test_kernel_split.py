@@ -25,34 +25,37 @@ from mbdgen.compiler import import_generated
 from mbdgen.runtime import module_name, shared
 
 
-def _loop(sizes: list[int]) -> tuple[LoopKernel, dict[str, int]]:
+def _loop(sizes: list[int], name: str = "dynamics") -> tuple[LoopKernel, dict[str, int]]:
     calls = tuple(Call(f"E{i}_COUNT", f"_e{i}_k", ("t", "k", "out")) for i in range(len(sizes)))
-    kernel = LoopKernel("k", ("t", "out"), "doc", ("out",), calls)
+    kernel = LoopKernel(name, ("t", "out"), "doc", ("out",), calls)
     return kernel, {f"_e{i}_k": s for i, s in enumerate(sizes)}
 
 
 def test_the_cut_keeps_the_order_where_the_longer_half_is_shortest():
     """The flyball governor's ``dynamics_values`` element sizes: the cut after the
     fourth type leaves 906 and 641 statements (any other cut, a longer half); below
-    :data:`~mbdgen.codegen.elements.SPLIT_STATEMENTS` or with one element type the
-    kernel stays whole."""
+    :data:`~mbdgen.codegen.elements.SPLIT_STATEMENTS`, with one element type, or for a
+    kernel that is not an evaluation kernel, the kernel stays whole."""
     kernel, sizes = _loop([82, 8, 180, 636, 397, 95, 123, 15, 11])
     part0, part1, whole = split_kernel(kernel, sizes)
     assert [c.callee for c in part0.calls] == ["_e0_k", "_e1_k", "_e2_k", "_e3_k"]
     assert [c.callee for c in part1.calls] == ["_e4_k", "_e5_k", "_e6_k", "_e7_k", "_e8_k"]
     assert part0.zero_fill == part1.zero_fill == ()  # the whole kernel zeroes, then calls
     assert whole.zero_fill == ("out",) and whole.calls == ()
-    assert whole.parts == ("k_part0", "k_part1") == (part0.name, part1.name)
+    assert whole.parts == ("dynamics_part0", "dynamics_part1") == (part0.name, part1.name)
     assert part0.args == part1.args == whole.args
     for sizes_list in ([300, 200], [1000]):  # 500 statements: whole; one type: whole
         small, s = _loop(sizes_list)
         assert split_kernel(small, s) == [small]
+    block, s = _loop([82, 8, 180, 636, 397, 95, 123, 15, 11], "phi_q_lam_q_values")
+    assert split_kernel(block, s) == [block]
 
 
 def test_only_long_kernels_are_split():
-    """Among the examples the spatial ones split their long kernels; the planar ones
-    have none that long.  Every part is a function of the module."""
+    """Among the examples the spatial ones split their evaluation kernels; the planar
+    ones have none that long.  Every part is a function of the module."""
     flyball = import_generated(GENERATED / "iftomm_a05_flyball_governor.py")
+    assert set(flyball.KERNEL_PARTS) == {"dynamics", "dynamics_values"}
     assert flyball.KERNEL_PARTS["dynamics_values"] == (
         "dynamics_values_part0",
         "dynamics_values_part1",
@@ -64,9 +67,13 @@ def test_only_long_kernels_are_split():
         is shared.KERNEL_SIGNATURES["dynamics_values"]
     )
     assert shared.kernel_queue(flyball, "dynamics_values", ["energy"]) == [
-        "dynamics_values_part1",
-        *flyball.KERNEL_PARTS.get("energy", ()),
+        "dynamics_values_part1",  # an explicit run: the helper has little else to do
         "energy",
+    ]
+    assert shared.kernel_queue(flyball, "dynamics_values", ["force_q_values", "energy"]) == [
+        "force_q_values",  # a Newton block, needed at the first step
+        "energy",
+        "dynamics_values_part1",
     ]
     chain = import_generated(GENERATED / "planar_chain.py")
     assert chain.KERNEL_PARTS == {}
@@ -74,8 +81,8 @@ def test_only_long_kernels_are_split():
 
 @pytest.fixture
 def split_copy(tmp_path, monkeypatch):
-    """A copy of the planar slider-crank compiled with every kernel above 10
-    statements split; the committed module keeps them whole."""
+    """A copy of the planar slider-crank compiled with its evaluation kernels split
+    (above 10 statements); the committed module keeps them whole."""
     name = module_name("slider_crank_planar.py")
     if name in sys.modules:
         monkeypatch.setitem(sys.modules, name, sys.modules[name])
@@ -113,10 +120,10 @@ def test_a_split_kernel_has_the_bits_of_the_whole_one(split_copy):
 
 
 def test_the_parts_compile_on_two_cores(split_copy, monkeypatch):
-    """Under the policy "background" the helper's queue starts with the evaluation
-    kernel's last part, which this process, compiling from the first part, waits for
-    or finds done: each part and kernel is compiled once, in one of the two processes,
-    and the run has the committed module's bits."""
+    """Under the policy "background" an explicit run's helper starts with the
+    evaluation kernel's last part, which this process, compiling from the first part,
+    waits for, finds done, or compiles itself: each part and kernel is compiled once,
+    in one of the two processes, and the run has the committed module's bits."""
     if (specialize.os.cpu_count() or 1) < 2:
         pytest.skip("one core: no helper")
     monkeypatch.setenv(specialize.POLICY_ENV, "background")

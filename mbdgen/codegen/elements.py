@@ -71,21 +71,29 @@ class LoopKernel:
 #: statements per ms, flat in the statement's kind: the flyball governor's 1547-
 #: statement ``dynamics_values`` took 10-12 s, most of a new model's first explicit step.
 SPLIT_STATEMENTS = 500
+#: The kernels split: the evaluation kernels (:func:`mbdgen.steppers.evaluation_kernel`),
+#: which a run compiles first and alone.  The others are compiled two at a time already
+#: (the run and the kernel helper take them from either end of one list); split, they
+#: only add a third compile each: Bricard's and Welch's first HHT step took 8.1-9.0 s
+#: with every long kernel split against 6.2-6.5 s with none.
+SPLIT_KERNELS = ("dynamics", "dynamics_values")
 
 
 def split_kernel(kernel: LoopKernel, sizes: Mapping[str, int]) -> list[LoopKernel]:
-    """``kernel`` as [itself], or, where its element code exceeds
-    :data:`SPLIT_STATEMENTS`, as two parts and a kernel that calls them: the element
-    loops cut in one place, in order (outputs accumulate in the same order, so the
-    sums and their bits are the module's own), where the longer half is shortest.
+    """``kernel`` as [itself], or, for an evaluation kernel (:data:`SPLIT_KERNELS`)
+    whose element code exceeds :data:`SPLIT_STATEMENTS`, as two parts and a kernel that
+    calls them: the element loops cut in one place, in order (outputs accumulate in the
+    same order, so the sums and their bits are the module's own), where the longer half
+    is shortest.
 
     Each part is its own compiled function (not inlined): the user's process and the
-    kernel helper (:func:`mbdgen.specialize.start_kernels`) compile one each.  A call
-    with ~12 array arguments costs ~40 ns, ~2 % of such a kernel's evaluation.
+    kernel helper (:func:`mbdgen.specialize.start_kernels`) compile one each.  Two calls
+    with ten arrays each: ~0.1-0.2 µs per evaluation, lost in a step (measured in the
+    design notes).
     """
     weights = [sizes[c.callee] for c in kernel.calls]
     total = sum(weights)
-    if total <= SPLIT_STATEMENTS or len(weights) < 2:
+    if kernel.name not in SPLIT_KERNELS or total <= SPLIT_STATEMENTS or len(weights) < 2:
         return [kernel]
     cut = min(range(1, len(weights)), key=lambda i: max(sum(weights[:i]), sum(weights[i:])))
     names = (f"{kernel.name}_part0", f"{kernel.name}_part1")
