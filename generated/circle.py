@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "469c190f459a8898"
+COMPILER_HASH = "c9fbe09d3fc55dc9"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "add88cb4f8b54ec08bf9bc70dc25ff0e561f5f8c9b0757007125a2cd00c494b0"
+BODY_HASH = "d763124892b1e87727d11e30b5ef007c99cb2d6315fd22fad6ec3008e78f4725"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "469c190f459a8898"
+COMPILER_HASH = "c9fbe09d3fc55dc9"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c8b613b5684eb73687f57f599df1950dd708fda5d366d1da9b339d55769b45fb"
+BODY_HASH = "03c63a4a90f9d986c68989f183c9c29579597b1a7071e2e1d9d642e8bee902bb"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "469c190f459a8898"
+COMPILER_HASH = "c9fbe09d3fc55dc9"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "eab9300e19eaa624380a26f03e074b881873244d5c9ca2504f66a9af36d0b30e"
+BODY_HASH = "76d0dc41cceb9354f39a825796324943d21a0c8f0e65954078bd7b7309893356"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "469c190f459a8898"
+COMPILER_HASH = "c9fbe09d3fc55dc9"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3e76488aac6efd70f0c1575f5c9588c5ee1b6b0538ed6bf9cd7685ea5a39178b"
+BODY_HASH = "f0529d435a5f0286a85837f82605d5d2e5f983770bdba090e4cc4b7df8468608"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

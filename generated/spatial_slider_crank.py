@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "469c190f459a8898"
+COMPILER_HASH = "c9fbe09d3fc55dc9"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "fb5028844d7efe77155cf7d663e56e6fd3ce364bcfa395891421177a50364732"
+BODY_HASH = "586b3526b15904b9d7f25af38308bb60ef7445c5382f497e353f25ff1a36597f"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

@@ -74,8 +74,8 @@ SPLIT_STATEMENTS = 500
 #: The kernels split: the evaluation kernels (:func:`mbdgen.steppers.evaluation_kernel`),
 #: which a run compiles first and alone.  The others are compiled two at a time already
 #: (the run and the kernel helper take them from either end of one list); split, they
-#: only add a third compile each: Bricard's and Welch's first HHT step took 8.1-9.0 s
-#: with every long kernel split against 6.2-6.5 s with none.
+#: only add a third compile each: Bricard's and Welch's compile and first HHT step took
+#: 7.1-9.0 s with every long kernel split, 6.2-6.6 s with none.
 SPLIT_KERNELS = ("dynamics", "dynamics_values")
 
 

@@ -363,11 +363,12 @@ def kernel_queue(module: Any, first: str, then: list[str]) -> list[str]:
     them from the first, :func:`mbdgen.specialize.compile_claimed`).
 
     The parts go first where ``then`` holds only the energy check's kernels, needed at
-    the end of the run (an explicit method: the flyball's first ABM step 8.0 s, 9.8 s
-    with the parts last), and last where the run needs Newton blocks at its first
-    step: this process waits for a part the helper holds, while with the blocks first
-    in line it compiles both parts itself as the helper compiles blocks (Welch's 3-D
-    pendulum, first HHT step: 7.4 s with the part first, 6.4 s last, 6.6 s unsplit)."""
+    the end of the run (an explicit method: a new flyball governor's first ABM step
+    7.8 s, 9.8 s with the parts last), and last where the run needs Newton blocks at
+    its first step: this process waits for a part the helper holds, while with the
+    blocks first in line it compiles both parts itself as the helper compiles blocks
+    (Welch's 3-D pendulum, compile and first HHT step: 7.4 s with the part first,
+    6.4 s last, 6.6 s unsplit)."""
     queue = []
     for name in then:
         queue += [*kernel_parts(module, name), name]
