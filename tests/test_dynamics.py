@@ -189,7 +189,13 @@ def test_every_method_stays_in_bounds(tmp_path):
     """Every registered method, and GCP (with re-partitioning) and the hybrid
     algorithm, run with Numba's bounds checking on (a write past an array's end in
     jitted code would corrupt memory silently otherwise).  Welch's Euler-parameter
-    path is checked without JIT (test_welch)."""
+    path is checked without JIT (test_welch).
+
+    Compiled without LLVM's optimizations (``NUMBA_OPT=0``): Numba inserts the checks
+    when it lowers to LLVM IR, before any optimization, and an optimizer may only drop
+    a check it proves cannot fail, so the same accesses are checked; this test times
+    nothing, and its compile of every method (a fresh cache) took 25 % less (112 → 84 s
+    for four methods)."""
     from conftest import run_python
 
     code = (
@@ -207,7 +213,7 @@ def test_every_method_stays_in_bounds(tmp_path):
         "                    alpha=1.0, beta=1.0)\n"
         "print('ok')\n"
     )
-    env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_OPT": "0", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     assert run_python(code, env=env).strip().endswith("ok")
 
 
