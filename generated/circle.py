@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "c9fbe09d3fc55dc9"
+COMPILER_HASH = "93568cb360e42d22"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d763124892b1e87727d11e30b5ef007c99cb2d6315fd22fad6ec3008e78f4725"
+BODY_HASH = "61223cd313372cb06b33274a4a23902728e49fa1bc4f983b026417772f407d3e"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "c9fbe09d3fc55dc9"
+COMPILER_HASH = "93568cb360e42d22"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "76d0dc41cceb9354f39a825796324943d21a0c8f0e65954078bd7b7309893356"
+BODY_HASH = "be37093d59e4815a6e17b68cf43252b4cc1cd2b57ed27ada4a1e6e1a0b73f4cc"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -1092,9 +1092,8 @@ def _e3_energy(t, q, qd, p, IQ, IP, IR, k, out):
     _p0 = p[IP[k, 0]]
     _p1 = p[IP[k, 1]]
     _p2 = p[IP[k, 2]]
-    _c0 = -_p2 + _q2
-    out[1] += (1/2)*_c0**2*_p0
-    out[2] += _qd2*(-_c0*_p0 + (1/2)*_p0*(-2*_p2 + 2*_q2) - _p1*_qd2)
+    out[1] += (1/2)*_p0*(-_p2 + _q2)**2
+    out[2] += -_p1*_qd2**2
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -1216,12 +1215,9 @@ def _e4_energy(t, q, qd, p, IQ, IP, IR, k, out):
     _p0 = p[IP[k, 0]]
     _p1 = p[IP[k, 1]]
     _p2 = p[IP[k, 2]]
-    _c0 = -_p2 - _q2 + _q5
-    _c1 = (1/2)*_p0
-    _c2 = 2*_p2 + 2*_q2 - 2*_q5
-    _c3 = _c0*_p0 + _p1*(-_qd2 + _qd5)
-    out[1] += _c0**2*_c1
-    out[2] += _qd2*(_c1*_c2 + _c3) + _qd5*(-1/2*_c2*_p0 - _c3)
+    _c0 = _p1*(-_qd2 + _qd5)
+    out[1] += (1/2)*_p0*(-_p2 - _q2 + _q5)**2
+    out[2] += _c0*_qd2 - _c0*_qd5
 
 
 @njit(cache=True, inline="always", error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "c9fbe09d3fc55dc9"
+COMPILER_HASH = "93568cb360e42d22"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6702622eaaf1a7eca032cc8ad723b81a37cdbbe5671e65d108f7a875d965a426"
+BODY_HASH = "f4e68023227042281368f9273d76a6b7dbd98b478c78a4b736a5a9bbb7ecf8e0"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

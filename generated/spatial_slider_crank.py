@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "c9fbe09d3fc55dc9"
+COMPILER_HASH = "93568cb360e42d22"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "586b3526b15904b9d7f25af38308bb60ef7445c5382f497e353f25ff1a36597f"
+BODY_HASH = "b62200930024a78a2457041ad23f3f9ce605dae336f69030ef7ac23730cf4c94"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

@@ -16,8 +16,8 @@ with the same type does no SymPy work for it (no :func:`derive_blocks`, no CSE):
 of local parameters, the ``srepr`` of any user expression), which local parameters
 are bound to user states, and the builder (module, name, the ``srepr`` of its bound
 arguments).  The files live in a folder named after the mbdgen version and a digest
-of every source that shapes them (:func:`source_digest`: the SymPy version, the
-kernel ABI, ``mbdgen/model``, ``mbdgen/symbolic``, ``mbdgen/codegen``), so a new
+of every source that shapes them (:func:`source_digest`: the SymPy and SymEngine
+versions, the kernel ABI, ``mbdgen/model``, ``mbdgen/symbolic``, ``mbdgen/codegen``), so a new
 version or an edited element invalidates every entry; the entry repeats the
 identity, version and digest and is used only if all match and its checksum holds.
 
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import symengine
 import sympy as sp
 
 from mbdgen import __version__
@@ -76,7 +77,8 @@ def cache_root() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _digest_of_sources() -> str:
-    h = hashlib.sha256(f"format {FORMAT}; sympy {sp.__version__}; abi {abi_hash()}".encode())
+    engines = f"sympy {sp.__version__}; symengine {symengine.__version__}"
+    h = hashlib.sha256(f"format {FORMAT}; {engines}; abi {abi_hash()}".encode())
     for sub in ("model", "symbolic", "codegen"):
         for f in sorted((_PACKAGE / sub).glob("*.py")):
             h.update(f"{sub}/{f.name}".encode())
@@ -85,8 +87,9 @@ def _digest_of_sources() -> str:
 
 
 def source_digest() -> str:
-    """Digest of what shapes a stored entry besides the type: the SymPy version, the
-    kernel ABI and the sources of the front end, the derivation and the code generator."""
+    """Digest of what shapes a stored entry besides the type: the SymPy and SymEngine
+    versions, the kernel ABI and the sources of the front end, the derivation and the
+    code generator."""
     return _digest_of_sources()
 
 

@@ -1,4 +1,4 @@
-"""Symbolic derivation (SymPy only, no numerics)."""
+"""Symbolic derivation (SymPy, with SymEngine for the Jacobians; no numerics)."""
 
 from mbdgen.symbolic.derive import SymbolicSystem, derive
 

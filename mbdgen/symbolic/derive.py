@@ -1,4 +1,5 @@
-"""Symbolic derivation (SymPy only): a :class:`Model` → a frozen :class:`SymbolicSystem`.
+"""Symbolic derivation: a :class:`Model` → a frozen :class:`SymbolicSystem` (SymPy; the
+Jacobians by SymEngine where the round trip is exact, :func:`_engine_jacobian`).
 
 Everything an integrator needs is derived here once, so that the runtime never
 differentiates numerically (DESIGN rule 2):
@@ -24,8 +25,10 @@ each with its sparsity pattern (the structurally non-zero entries).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import symengine
 import sympy as sp
 
 from mbdgen.model.core import Model, t
@@ -35,10 +38,79 @@ def _pattern(mat: sp.Matrix) -> tuple[tuple[int, int], ...]:
     return tuple((i, j) for i in range(mat.rows) for j in range(mat.cols) if mat[i, j] != 0)
 
 
+#: Functions whose derivatives SymPy and SymEngine write alike (checked in
+#: tests/test_derive_engine.py); an expression with any other function, or with an
+#: undefined or user-implemented one, is differentiated by SymPy itself.
+_ENGINE_FUNCTIONS = frozenset(
+    {sp.sin, sp.cos, sp.tan, sp.exp, sp.log, sp.asin, sp.acos, sp.atan, sp.sinh, sp.cosh,
+     sp.tanh}
+)  # fmt: skip
+
+
+def _engine_symbols(exprs: Iterable[sp.Basic]) -> dict[str, sp.Symbol] | None:
+    """The symbols of ``exprs`` by name, or None if a node cannot cross to SymEngine
+    and back exactly: anything but sums, products, powers, rational and float numbers,
+    π, e, plain symbols (two of one name included) and :data:`_ENGINE_FUNCTIONS`.
+
+    Walks each shared sub-expression once (``atoms`` and ``free_symbols`` visit a
+    subtree as often as it is referenced: 13 s of the flyball governor's derivation).
+    """
+    symbols: dict[str, sp.Symbol] = {}
+    seen: set[int] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        kind = type(e)
+        if kind is sp.Symbol:
+            if symbols.setdefault(e.name, e) is not e:
+                return None
+        elif kind in (sp.Add, sp.Mul, sp.Pow) or e.func in _ENGINE_FUNCTIONS:
+            stack.extend(e.args)
+        elif not (isinstance(e, (sp.Rational, sp.Float)) or e is sp.pi or e is sp.E):
+            return None
+    return symbols
+
+
+def _engine_jacobian(vec: sp.Matrix, wrt: sp.Matrix) -> sp.Matrix | None:
+    """``vec.jacobian(wrt)`` computed by SymEngine and converted back, or None where the
+    round trip is not exact (:func:`_engine_symbols`) or a variable is not a symbol.
+
+    SymPy's ``diff`` asks every sub-expression for its free symbols on the way down
+    (``Derivative.__new__``'s test for a zero derivative), which walks the whole
+    subtree each time: 44 s of the flyball governor's 70 s compile went into the
+    Jacobians of two element types.  SymEngine differentiates the same expressions in
+    about a tenth of that.  Symbols cross by name and come back as the original objects,
+    with their assumptions.
+    """
+    if any(type(v) is not sp.Symbol for v in wrt):
+        return None
+    symbols = _engine_symbols([*vec, *wrt])
+    if symbols is None:
+        return None
+    try:
+        rows = [symengine.sympify(e) for e in vec]
+        over = symengine.Matrix([symengine.sympify(v) for v in wrt])
+        jac = symengine.Matrix(rows).jacobian(over)
+        if not {str(s) for s in jac.free_symbols} <= symbols.keys():
+            return None
+        back = {sp.Symbol(name): s for name, s in symbols.items() if sp.Symbol(name) != s}
+        out = [sp.sympify(e) for e in jac]
+    except (TypeError, ValueError, RuntimeError, NotImplementedError, AttributeError):
+        return None
+    if back:
+        out = [e.xreplace(back) for e in out]
+    return sp.Matrix(vec.rows, wrt.rows, out)
+
+
 def _jac(vec: sp.Matrix, wrt: sp.Matrix) -> sp.Matrix:
+    """∂vec/∂wrt (Jacobian matrix), by SymEngine where :func:`_engine_jacobian` can."""
     if vec.rows == 0 or wrt.rows == 0:
         return sp.zeros(vec.rows, wrt.rows)
-    return vec.jacobian(wrt)
+    fast = _engine_jacobian(vec, wrt)
+    return fast if fast is not None else vec.jacobian(wrt)
 
 
 @dataclass(frozen=True)
