@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "93568cb360e42d22"
+COMPILER_HASH = "b700b7d67af3f950"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c92234e17ffbe00c249884b3e106981c4e8cf575ef09fca19846b8d5c14c16d7"
+BODY_HASH = "3742fee2453175bf16d58a15ee77f02770c94b58c208b4dbc4f6d6d74ed1c4f5"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "93568cb360e42d22"
+COMPILER_HASH = "b700b7d67af3f950"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5aec7fb206730009ceb2b7ed9f1f9ac03a93a7900504fd54eddc8f304adb8c31"
+BODY_HASH = "e81aff3d4debd9c9ccb7612abd2bc5270275ec0259bb34e8b8c8e5fbcddf77eb"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

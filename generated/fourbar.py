@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "93568cb360e42d22"
+COMPILER_HASH = "b700b7d67af3f950"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "505824f7252329b5ae1dd719be8ab793534a1d9d58db7b80031a87fa6b573904"
+BODY_HASH = "ea0278349d2a6a343874a84ab3122703e124bcbb1decd9c261c43ebb8cba4c13"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

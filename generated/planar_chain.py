@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "93568cb360e42d22"
+COMPILER_HASH = "b700b7d67af3f950"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "88f9024e6fdbb58f08d190384be51c385a4b9d30c7c3a61f7d9406c8b706fcc1"
+BODY_HASH = "a063038d712a5ac5ee88566087c99242a810b5db78c45d0a5875d70d4bf53b36"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

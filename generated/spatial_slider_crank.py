@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "93568cb360e42d22"
+COMPILER_HASH = "b700b7d67af3f950"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b62200930024a78a2457041ad23f3f9ce605dae336f69030ef7ac23730cf4c94"
+BODY_HASH = "16fded8a5ee46ec82e3892a8634035360f1ec52074247ef7668f1759f45ccf6b"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

@@ -176,3 +176,22 @@ print(json.dumps(counts))
 """
     counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
     assert counts[2] == counts[1], counts
+
+
+def test_a_kernels_cse_is_reused_only_with_its_printer():
+    """``emit._reduce`` memoizes CSE and printing by (printer, expressions): the dense
+    block and its ``_values`` kernel share one, a kernel printed with other symbol
+    names (another element type) gets its own."""
+    import sympy as sp
+
+    from mbdgen.codegen import emit
+
+    x = sp.Symbol("x")
+    exprs = (sp.sin(x) ** 2 + sp.sin(x), sp.cos(sp.sin(x)))
+    first = emit.KernelPrinter({x: "q[0]"})
+    a = emit._reduce("k", exprs, first)
+    assert emit._reduce("k", exprs, first) is a
+    b = emit._reduce("k", exprs, emit.KernelPrinter({x: "q[1]"}))
+    assert "q[0]" in a.temporaries[0].value and "q[1]" in b.temporaries[0].value
+    assert a.used == b.used == {x}
+    assert [s.target for s in a.temporaries] == ["_c0"]
