@@ -9,6 +9,7 @@ Tolerance of the numeric comparisons: 1e-12 relative at random points.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import random
 
 import pytest
