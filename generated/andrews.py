@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "b700b7d67af3f950"
+COMPILER_HASH = "1bc02057997ff192"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3742fee2453175bf16d58a15ee77f02770c94b58c208b4dbc4f6d6d74ed1c4f5"
+BODY_HASH = "d2b26ddb03f5a195b5c4246b6ade430752151d8440f23262939c6542e9edfcd1"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

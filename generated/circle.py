@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "b700b7d67af3f950"
+COMPILER_HASH = "1bc02057997ff192"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "c7fdb57a3155f4722bbf98d19d16ccbd141b9122a8b80f54eff756c45385871f"
+BODY_HASH = "b6d18c1a1011599c10b978b47d375dd8fc5497c629d6f54403b8e6d297cecefc"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

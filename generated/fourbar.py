@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "b700b7d67af3f950"
+COMPILER_HASH = "1bc02057997ff192"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ea0278349d2a6a343874a84ab3122703e124bcbb1decd9c261c43ebb8cba4c13"
+BODY_HASH = "c32e7e01b8306342d623c32bb129828a29d69d11e0fd13eccc41136ef95c9136"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "b700b7d67af3f950"
+COMPILER_HASH = "1bc02057997ff192"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1f3422c8726a22ed300cbdc4979be9cd4ee436c242fd470d46b6f459705578d3"
+BODY_HASH = "d57ce416652542d45d99e47387949ad4af1b55401dc78a3c5317a024e7fb8064"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "b700b7d67af3f950"
+COMPILER_HASH = "1bc02057997ff192"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7b67c4ff60b7ecb8d4294936c121cbc740d9eb81f5605c5d3b1c1a9e82350477"
+BODY_HASH = "198ecba0b6880b9629285241202de2f5293b960b1ccf2e6a4ce4cce389005a6f"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"

@@ -107,3 +107,17 @@ def test_element_blocks_equal_sympys(model, monkeypatch):
         for name in fast:
             if fast[name] != slow[name]:
                 _close(fast[name], slow[name], trials=1)
+
+
+def test_equal_symbols_that_are_distinct_objects_still_cross():
+    """SymPy's cache is an LRU: in a long process an evicted symbol is rebuilt as a
+    second object equal to the first.  Whether SymEngine differentiates must not depend
+    on that (it did once: the flyball's module then differed in a long test worker; a
+    render with SYMPY_CACHE_SIZE=50 reproduced it, but takes 4 minutes)."""
+    a = sp.Symbol("x")
+    b = sp.Symbol.__xnew__(sp.Symbol, "x")  # uncached: equal, not identical
+    assert a == b and a is not b
+    vec = sp.Matrix([sp.sin(a) * sp.cos(b) + a**2])
+    fast = derive._engine_jacobian(vec, sp.Matrix([a]))
+    assert fast is not None
+    assert fast == vec.jacobian(sp.Matrix([a]))

@@ -65,7 +65,9 @@ def _engine_symbols(exprs: Iterable[sp.Basic]) -> dict[str, sp.Symbol] | None:
         seen.add(id(e))
         kind = type(e)
         if kind is sp.Symbol:
-            if symbols.setdefault(e.name, e) is not e:
+            # equality, not identity: SymPy's cache may hold two equal objects of one
+            # symbol (an evicted entry rebuilt), and the choice must not depend on that
+            if symbols.setdefault(e.name, e) != e:
                 return None
         elif kind in (sp.Add, sp.Mul, sp.Pow) or e.func in _ENGINE_FUNCTIONS:
             stack.extend(e.args)
