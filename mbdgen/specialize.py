@@ -81,23 +81,36 @@ def specialize_dir() -> Path:
     return path
 
 
-def load_cached(dispatcher: Any, signature: tuple[Any, ...]) -> bool:
+def load_cached(dispatcher: Any, signature: Any) -> bool:
     """Whether ``dispatcher`` has compiled code for ``signature`` in memory or in its
     disk cache (then loaded and installed, as Numba's own ``Dispatcher.compile`` does on
-    a cache hit, without compiling anything on a miss)."""
-    if signature in dispatcher.overloads:
+    a cache hit, without compiling anything on a miss).
+
+    ``signature`` is the argument types or a full Numba signature.  Numba keys its cache
+    by what ``compile`` was given: a call from Python or from jitted code gives it the
+    argument types, ``get_compile_result`` (a kernel as a first-class function,
+    :class:`mbdgen.runtime.shared.KernelPointer`) the full signature.  The one misses
+    what the other saved, so a full signature is looked up under both keys: else a
+    kernel this process compiled is compiled again by the kernel helper, and one the
+    helper compiled again by the next process."""
+    args = tuple(getattr(signature, "args", signature))
+    if args in dispatcher.overloads:
         return True
     cache = getattr(dispatcher, "_cache", None)
     if cache is None:
         return False
     from numba.core.compiler_lock import global_compiler_lock
 
+    keys = (signature, args) if hasattr(signature, "args") else (args,)
     try:
         with global_compiler_lock:
-            cres = cache.load_overload(signature, dispatcher.targetctx)
-            if cres is None:
+            for key in keys:
+                cres = cache.load_overload(key, dispatcher.targetctx)
+                if cres is not None:
+                    break
+            else:
                 return False
-            dispatcher._cache_hits[signature] += 1
+            dispatcher._cache_hits[key] += 1
             dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
             dispatcher.add_overload(cres)
     except Exception:  # noqa: BLE001 - an unreadable entry is a miss, never an error
@@ -255,7 +268,7 @@ def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> 
         if (path, *names) in _CHECKED:
             return False
         _CHECKED.add((path, *names))
-    todo = [k for k in names if not load_cached(getattr(module, k), tuple(signatures[k].args))]
+    todo = [k for k in names if not load_cached(getattr(module, k), signatures[k])]
     if len(todo) < 2:
         return False
     with _LOCK:
@@ -296,7 +309,7 @@ def kernel_claimed(module: Any, name: str, signature: Any) -> Iterator[None]:
                 getattr(module, part).compile(args)
     with open(kernel_lock_path(path, name, signature), "w") as lock:
         _flock(lock, block=True)  # the helper's compile of it, if any, ends first
-        load_cached(getattr(module, name), args)
+        load_cached(getattr(module, name), signature)
         yield
 
 
@@ -311,7 +324,7 @@ def compile_claimed(module: Any, name: str, signature: Any) -> None:
         return
     with kernel_claimed(module, name, signature):
         dispatcher = getattr(module, name)
-        if not load_cached(dispatcher, tuple(signature.args)):
+        if not load_cached(dispatcher, signature):
             dispatcher.compile(tuple(signature.args))
 
 
@@ -331,7 +344,7 @@ def _compile_kernels(path: str, names: list[str]) -> str:
             if not _flock(lock, block=False):
                 continue
             dispatcher = getattr(module, name)
-            if not load_cached(dispatcher, tuple(signature.args)):
+            if not load_cached(dispatcher, signature):
                 dispatcher.compile(tuple(signature.args))
                 done.append(name)
             ready.add(name)

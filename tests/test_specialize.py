@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, run_python
 
 import mbdgen
 from mbdgen import MbdgenError, simulation, specialize
@@ -177,3 +177,22 @@ def test_a_new_models_kernels_compile_on_two_cores(new_model, slider_crank):
     reference = mbdgen.simulate(slider_crank, method="hht_adaptive", rtol=1e-6, atol=1e-6, **RUN)
     _same(first, reference)
     _same(again, reference)
+
+
+def test_a_kernel_compiled_by_either_process_is_loaded_by_the_other(new_model):
+    """Numba keys its disk cache by what ``compile`` was given: the helper compiles a
+    kernel for its argument types, this process (a kernel as a first-class function,
+    ``KernelPointer``) for the full signature.  Each finds what the other saved, in
+    both orders: a kernel this process compiled before the helper reached it is not
+    compiled again by the helper (the race that once made both compile ``force_qd``),
+    and one the helper compiled is loaded here, a cache hit and no miss."""
+    path = str(new_model.__file__)
+    ours = shared.KernelPointer(new_model.force_qd, shared.KERNEL_SIGNATURES["force_qd"])
+    assert sum(new_model.force_qd.stats.cache_misses.values()) == 1
+    assert ours.__wrapper_address__()
+    helper = f"from mbdgen import specialize as s; print(s._compile_kernels({path!r}, %s))"
+    done = run_python(helper % "['force_qd', 'force_q']").splitlines()[-1]  # as the helper
+    assert done == "compiled: force_q", done
+    shared.KernelPointer(new_model.force_q, shared.KERNEL_SIGNATURES["force_q"])
+    assert sum(new_model.force_q.stats.cache_misses.values()) == 0
+    assert sum(new_model.force_q.stats.cache_hits.values()) == 1

@@ -250,7 +250,10 @@ class KernelPointer(WrapperAddressProtocol):
 
     def __init__(self, dispatcher: Any, signature: Any) -> None:
         self._signature = signature
+        from mbdgen.specialize import load_cached
+
         self.signature_text = str(signature)  # a key part of every binding (_Bound)
+        load_cached(dispatcher, signature)  # under either cache key (see load_cached)
         cres = dispatcher.get_compile_result(signature)
         self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
         self._keep = cres  # the machine code lives as long as its library
