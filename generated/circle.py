@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1bc02057997ff192"
+COMPILER_HASH = "54cb2ded9027bfc1"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b6d18c1a1011599c10b978b47d375dd8fc5497c629d6f54403b8e6d297cecefc"
+BODY_HASH = "88f7dbd37b20ec212a23e3dbb0e20a3f11b8580597d77a1d61da8c5da8255005"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1bc02057997ff192"
+COMPILER_HASH = "54cb2ded9027bfc1"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e2d56ae1558913b02cc8c0f85431bf4cbafad49604fd5a8ebeeb062b4cbfff9f"
+BODY_HASH = "dc7a46fc2b14d8c55508fd0c055cdeb9007ea6b682ac03cd322b3b8e9c896f04"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -1549,7 +1549,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("bc3bc20f281162693a61278f")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1655,7 +1655,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("dd7ab93c68c8afea4eb6fa27")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1773,7 +1773,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("86d32a9ac9097a57275d0437")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1957,7 +1957,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c101*_qd4 - _c108*_qd5 - _c111*_qd6 - _qd3*(_c107 + _c110 + _c98)) + _qd4*(-_c101*_qd3 - _c104*_qd5 - _c106*_qd6 - _c98*_qd4) + _qd5*(-_c104*_qd4 - _c107*_qd5 - _c108*_qd3 - _c109*_qd6) + _qd6*(-_c106*_qd4 - _c109*_qd5 - _c110*_qd6 - _c111*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7db0c32de21b2bdf9df9193f")
 def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2327,7 +2327,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("529ac37ae76ee77162530e2e")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2433,7 +2433,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("14550975805f75f529d6302a")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2551,7 +2551,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f0121b7af31f20434abe5741")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2761,7 +2761,7 @@ def _e2_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c30*(_c24*_c33 + _c25*_c34 + _c28*_c35) + _c31*(_c13*_c33 + _c2*_c34 + _c35*_c5) + _c32*(_c16*_c33 + _c18*_c35 + _c22*_c34)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ca74d6bea0ccee0946d76532")
 def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2976,7 +2976,7 @@ def _e2_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e8cc992f543e5ebcd0e23064")
 def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3284,7 +3284,7 @@ def _e2_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd10*(-_c202*_qd4 - _c216*_qd5 - _c227*_qd6 - _c234*_qd11 - _c245*_qd12 - _c249*_qd13 - _c251*_qd3 - _qd10*(_c229 + _c244 + _c248)) + _qd11*(-_c199*_qd4 - _c213*_qd5 - _c224*_qd6 - _c229*_qd11 - _c234*_qd10 - _c237*_qd12 - _c239*_qd13 - _c243*_qd3) + _qd12*(-_c200*_qd4 - _c214*_qd5 - _c225*_qd6 - _c237*_qd11 - _c244*_qd12 - _c245*_qd10 - _c246*_qd13 - _c247*_qd3) + _qd13*(-_c201*_qd4 - _c215*_qd5 - _c226*_qd6 - _c239*_qd11 - _c246*_qd12 - _c248*_qd13 - _c249*_qd10 - _c250*_qd3) + _qd3*(-_c179*_qd4 - _c204*_qd5 - _c218*_qd6 - _c243*_qd11 - _c247*_qd12 - _c250*_qd13 - _c251*_qd10 - _qd3*(_c172 + _c203 + _c217)) + _qd4*(-_c172*_qd4 - _c179*_qd3 - _c183*_qd5 - _c185*_qd6 - _c199*_qd11 - _c200*_qd12 - _c201*_qd13 - _c202*_qd10) + _qd5*(-_c183*_qd4 - _c203*_qd5 - _c204*_qd3 - _c205*_qd6 - _c213*_qd11 - _c214*_qd12 - _c215*_qd13 - _c216*_qd10) + _qd6*(-_c185*_qd4 - _c205*_qd5 - _c217*_qd6 - _c218*_qd3 - _c224*_qd11 - _c225*_qd12 - _c226*_qd13 - _c227*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("fa3413c08f83f4622a726b6b")
 def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3613,7 +3613,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("b7945562d7e59755306b1b14")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3960,7 +3960,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("23e7ffb2db88cc22d5100bfe")
 def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4416,7 +4416,7 @@ def _e2_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e929d2cf8966b954393e2f1b")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4819,7 +4819,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5fb6e060ca81b3f5ade2f320")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5220,7 +5220,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5b8766e1c232c85b6aa9f106")
 def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5621,7 +5621,7 @@ def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9966d1338d482b45f6af823e")
 def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5836,7 +5836,7 @@ def _e2_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 45]] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("21b6e1a70b79427fb038b9ad")
 def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6165,7 +6165,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("d1518968b703211468c3cd13")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6512,7 +6512,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("199c3f2d5858ebf550913bb0")
 def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6968,7 +6968,7 @@ def _e2_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("a603ff3b4a2cd6edf4cca093")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7371,7 +7371,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7f862559a1dc73c3d0068b14")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7654,7 +7654,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _p12*(_c15*_c5 + _c16*_c2 + _c17*_c7) + _p13*(_c10*_c15 + _c11*_c16 + _c17*_c8) + _p14*(_c12*_c17 + _c13*_c16 + _c14*_c15)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("547aa409612281349b1fca95")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_sg: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8043,7 +8043,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c48 + _a4*_c53 + _a5*_c54 + _a6*_c51
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("b918f1d8753c46300df2fac2")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_sg: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8160,7 +8160,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c54*_qd3 + _c57*_qd3 - 2*_c60*_qd6 - _c63*_qd4 + _c65*_qd4 - _c66*_qd5 + _c67*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("8647e236d04d07e8469864c4")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_sg: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8348,7 +8348,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c104*_qd4 - _c112*_qd5 - _c115*_qd6 - _qd3*(_c111 + _c114 + _c99)) + _qd4*(-_c104*_qd3 - _c108*_qd5 - _c110*_qd6 - _c99*_qd4) + _qd5*(-_c108*_qd4 - _c111*_qd5 - _c112*_qd3 - _c113*_qd6) + _qd6*(-_c110*_qd4 - _c113*_qd5 - _c114*_qd6 - _c115*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("0942faf31546074ef9548c83")
 def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_sg: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8536,7 +8536,7 @@ def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd3*(-_c104*_qd4 - _c112*_qd5 - _c115*_qd6 - _qd3*(_c111 + _c114 + _c99)) + _qd4*(-_c104*_qd3 - _c108*_qd5 - _c110*_qd6 - _c99*_qd4) + _qd5*(-_c108*_qd4 - _c111*_qd5 - _c112*_qd3 - _c113*_qd6) + _qd6*(-_c110*_qd4 - _c113*_qd5 - _c114*_qd6 - _c115*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f1997c213bc5460499fabb00")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_sg: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8835,7 +8835,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c48 + _a4*_c53 + _a5*_c54 + _a6*_c51
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9840edbfe40d70d660d0d609")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_sg: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8952,7 +8952,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c54*_qd3 + _c57*_qd3 - 2*_c60*_qd6 - _c63*_qd4 + _c65*_qd4 - _c66*_qd5 + _c67*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("0499a1fbca4cbf0a345a88b6")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_sg: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]

@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1bc02057997ff192"
+COMPILER_HASH = "54cb2ded9027bfc1"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "198ecba0b6880b9629285241202de2f5293b960b1ccf2e6a4ce4cce389005a6f"
+BODY_HASH = "b805f417b068100f9f33c8248d68721bb4c4fa44523ca655a4fabc2a5aee21ce"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -1655,7 +1655,7 @@ def _e2_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("bc3bc20f281162693a61278f")
 def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1761,7 +1761,7 @@ def _e2_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("dd7ab93c68c8afea4eb6fa27")
 def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1879,7 +1879,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("86d32a9ac9097a57275d0437")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2063,7 +2063,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c101*_qd4 - _c108*_qd5 - _c111*_qd6 - _qd3*(_c107 + _c110 + _c98)) + _qd4*(-_c101*_qd3 - _c104*_qd5 - _c106*_qd6 - _c98*_qd4) + _qd5*(-_c104*_qd4 - _c107*_qd5 - _c108*_qd3 - _c109*_qd6) + _qd6*(-_c106*_qd4 - _c109*_qd5 - _c110*_qd6 - _c111*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7db0c32de21b2bdf9df9193f")
 def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2433,7 +2433,7 @@ def _e2_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("529ac37ae76ee77162530e2e")
 def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2539,7 +2539,7 @@ def _e2_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("14550975805f75f529d6302a")
 def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2657,7 +2657,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f0121b7af31f20434abe5741")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2777,7 +2777,7 @@ def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 0, 11] = _c66
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f901ad36629993bed144e5f5")
 def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     """Element type translational_ss: phi of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2882,7 +2882,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c21*(_c23*_c45 + _c25*_c47 + _c26*_c46) + _c31*(_c32*_c46 + _c33*_c47 + _c34*_c45) + _c7*(_c10*_c46 + _c12*_c45 + _c14*_c47)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("8db3c4bde7793ccb9be79caf")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type translational_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3184,7 +3184,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c64*(_c180*_c96 + _c194 + _c197) + _c72*(-_c190 - _c193) + _c79*(_c188 + _c196)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("1bba58599bf7c7956d66db45")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3751,7 +3751,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd10*(-_c422*_qd11 - _c446*_qd12 - _c461*_qd13 - _c487*_qd4 - _c491*_qd5 - _c494*_qd6 - _c495*_qd3 - _qd10*(_c415 + _c445 + _c460)) + _qd11*(-_c415*_qd11 - _c422*_qd10 - _c425*_qd12 - _c427*_qd13 - _c441*_qd4 - _c442*_qd5 - _c443*_qd6 - _c444*_qd3) + _qd12*(-_c425*_qd11 - _c445*_qd12 - _c446*_qd10 - _c447*_qd13 - _c456*_qd4 - _c457*_qd5 - _c458*_qd6 - _c459*_qd3) + _qd13*(-_c427*_qd11 - _c447*_qd12 - _c460*_qd13 - _c461*_qd10 - _c467*_qd4 - _c468*_qd5 - _c469*_qd6 - _c470*_qd3) + _qd3*(-_c444*_qd11 - _c459*_qd12 - _c470*_qd13 - _c477*_qd4 - _c489*_qd5 - _c493*_qd6 - _c495*_qd10 - _qd3*(_c472 + _c488 + _c492)) + _qd4*(-_c441*_qd11 - _c456*_qd12 - _c467*_qd13 - _c472*_qd4 - _c477*_qd3 - _c479*_qd5 - _c482*_qd6 - _c487*_qd10) + _qd5*(-_c442*_qd11 - _c457*_qd12 - _c468*_qd13 - _c479*_qd4 - _c488*_qd5 - _c489*_qd3 - _c490*_qd6 - _c491*_qd10) + _qd6*(-_c443*_qd11 - _c458*_qd12 - _c469*_qd13 - _c482*_qd4 - _c490*_qd5 - _c492*_qd6 - _c493*_qd3 - _c494*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5b3dc1834024e8946630add8")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type translational_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4311,7 +4311,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += _c336*_lam0 + _c342*_lam2 + _c343*_lam4 + _c348*_lam1 + _c351*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("db6857c3633390228d06f20b")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type translational_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4925,7 +4925,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _a10*_c489 + _a11*_c494 + _a12*_c495 + _a13*_c490 + _a3*_c446 + _a4*_c467 + _a5*_c473 + _a6*_c478
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f7bc6ac5443564b4d2954c82")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6118,7 +6118,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c1006*_qd3 + _c1030*_qd4 + _c1052*_qd5 + _c1072*_qd6 + _c1077*_qd10 + _c1079*_qd11 + _c1080*_qd12 + _qd13*(-_c1004*_qd3 - _c1027*_qd4 - _c1049*_qd5 - _c1070*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("b43614773d96671f84cf793b")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6922,7 +6922,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += -_c622*_qd3 + _c626*_qd3 - _c635*_qd4 + _c638*_qd4 - _c647*_qd5 + _c650*_qd5 - _c657*_qd6 + _c660*_qd6 - _c672*_qd10 + _c675*_qd10 - 2*_c676*_qd13 - _c681*_qd11 + _c683*_qd11 - _c684*_qd12 + _c685*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ec3f208953e99afe51d8a333")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type translational_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7549,7 +7549,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd10*(-_c458*_qd11 - _c469*_qd12 - _c476*_qd13 - _c490*_qd4 - _c494*_qd5 - _c497*_qd6 - _c498*_qd3 - _qd10*(_c453 + _c468 + _c475)) + _qd11*(-_c453*_qd11 - _c458*_qd10 - _c461*_qd12 - _c463*_qd13 - _c464*_qd4 - _c465*_qd5 - _c466*_qd6 - _c467*_qd3) + _qd12*(-_c461*_qd11 - _c468*_qd12 - _c469*_qd10 - _c470*_qd13 - _c471*_qd4 - _c472*_qd5 - _c473*_qd6 - _c474*_qd3) + _qd13*(-_c463*_qd11 - _c470*_qd12 - _c475*_qd13 - _c476*_qd10 - _c477*_qd4 - _c478*_qd5 - _c479*_qd6 - _c480*_qd3) + _qd3*(-_c467*_qd11 - _c474*_qd12 - _c480*_qd13 - _c484*_qd4 - _c492*_qd5 - _c496*_qd6 - _c498*_qd10 - _qd3*(_c481 + _c491 + _c495)) + _qd4*(-_c464*_qd11 - _c471*_qd12 - _c477*_qd13 - _c481*_qd4 - _c484*_qd3 - _c486*_qd5 - _c489*_qd6 - _c490*_qd10) + _qd5*(-_c465*_qd11 - _c472*_qd12 - _c478*_qd13 - _c486*_qd4 - _c491*_qd5 - _c492*_qd3 - _c493*_qd6 - _c494*_qd10) + _qd6*(-_c466*_qd11 - _c473*_qd12 - _c479*_qd13 - _c489*_qd4 - _c493*_qd5 - _c495*_qd6 - _c496*_qd3 - _c497*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("8fa80d76be75b0a5a3663f74")
 def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type translational_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8176,7 +8176,7 @@ def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd10*(-_c458*_qd11 - _c469*_qd12 - _c476*_qd13 - _c490*_qd4 - _c494*_qd5 - _c497*_qd6 - _c498*_qd3 - _qd10*(_c453 + _c468 + _c475)) + _qd11*(-_c453*_qd11 - _c458*_qd10 - _c461*_qd12 - _c463*_qd13 - _c464*_qd4 - _c465*_qd5 - _c466*_qd6 - _c467*_qd3) + _qd12*(-_c461*_qd11 - _c468*_qd12 - _c469*_qd10 - _c470*_qd13 - _c471*_qd4 - _c472*_qd5 - _c473*_qd6 - _c474*_qd3) + _qd13*(-_c463*_qd11 - _c470*_qd12 - _c475*_qd13 - _c476*_qd10 - _c477*_qd4 - _c478*_qd5 - _c479*_qd6 - _c480*_qd3) + _qd3*(-_c467*_qd11 - _c474*_qd12 - _c480*_qd13 - _c484*_qd4 - _c492*_qd5 - _c496*_qd6 - _c498*_qd10 - _qd3*(_c481 + _c491 + _c495)) + _qd4*(-_c464*_qd11 - _c471*_qd12 - _c477*_qd13 - _c481*_qd4 - _c484*_qd3 - _c486*_qd5 - _c489*_qd6 - _c490*_qd10) + _qd5*(-_c465*_qd11 - _c472*_qd12 - _c478*_qd13 - _c486*_qd4 - _c491*_qd5 - _c492*_qd3 - _c493*_qd6 - _c494*_qd10) + _qd6*(-_c466*_qd11 - _c473*_qd12 - _c479*_qd13 - _c489*_qd4 - _c493*_qd5 - _c495*_qd6 - _c496*_qd3 - _c497*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f829f717304e15b0892b3a8a")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type translational_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8478,7 +8478,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 51]] += _c64*(_c180*_c96 + _c194 + _c197) + _c72*(-_c190 - _c193) + _c79*(_c188 + _c196)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("bb2d2dc143201314b9d6620b")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type translational_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -9038,7 +9038,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 111]] += _c336*_lam0 + _c342*_lam2 + _c343*_lam4 + _c348*_lam1 + _c351*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("0f59a3e86257b41247838925")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type translational_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -9652,7 +9652,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 51]] += _a10*_c489 + _a11*_c494 + _a12*_c495 + _a13*_c490 + _a3*_c446 + _a4*_c467 + _a5*_c473 + _a6*_c478
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("561778a054e8c35e6127bfe7")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type translational_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -10845,7 +10845,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 51]] += _c1006*_qd3 + _c1030*_qd4 + _c1052*_qd5 + _c1072*_qd6 + _c1077*_qd10 + _c1079*_qd11 + _c1080*_qd12 + _qd13*(-_c1004*_qd3 - _c1027*_qd4 - _c1049*_qd5 - _c1070*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("96b1811f65a0a711f9324b67")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type translational_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -11649,7 +11649,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 51]] += -_c622*_qd3 + _c626*_qd3 - _c635*_qd4 + _c638*_qd4 - _c647*_qd5 + _c650*_qd5 - _c657*_qd6 + _c660*_qd6 - _c672*_qd10 + _c675*_qd10 - 2*_c676*_qd13 - _c681*_qd11 + _c683*_qd11 - _c684*_qd12 + _c685*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e09bdd568c066ba149614aff")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type translational_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -12048,7 +12048,7 @@ def _e4_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c30*(_c24*_c33 + _c25*_c34 + _c28*_c35) + _c31*(_c13*_c33 + _c2*_c34 + _c35*_c5) + _c32*(_c16*_c33 + _c18*_c35 + _c22*_c34)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ca74d6bea0ccee0946d76532")
 def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -12263,7 +12263,7 @@ def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e8cc992f543e5ebcd0e23064")
 def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -12571,7 +12571,7 @@ def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd10*(-_c202*_qd4 - _c216*_qd5 - _c227*_qd6 - _c234*_qd11 - _c245*_qd12 - _c249*_qd13 - _c251*_qd3 - _qd10*(_c229 + _c244 + _c248)) + _qd11*(-_c199*_qd4 - _c213*_qd5 - _c224*_qd6 - _c229*_qd11 - _c234*_qd10 - _c237*_qd12 - _c239*_qd13 - _c243*_qd3) + _qd12*(-_c200*_qd4 - _c214*_qd5 - _c225*_qd6 - _c237*_qd11 - _c244*_qd12 - _c245*_qd10 - _c246*_qd13 - _c247*_qd3) + _qd13*(-_c201*_qd4 - _c215*_qd5 - _c226*_qd6 - _c239*_qd11 - _c246*_qd12 - _c248*_qd13 - _c249*_qd10 - _c250*_qd3) + _qd3*(-_c179*_qd4 - _c204*_qd5 - _c218*_qd6 - _c243*_qd11 - _c247*_qd12 - _c250*_qd13 - _c251*_qd10 - _qd3*(_c172 + _c203 + _c217)) + _qd4*(-_c172*_qd4 - _c179*_qd3 - _c183*_qd5 - _c185*_qd6 - _c199*_qd11 - _c200*_qd12 - _c201*_qd13 - _c202*_qd10) + _qd5*(-_c183*_qd4 - _c203*_qd5 - _c204*_qd3 - _c205*_qd6 - _c213*_qd11 - _c214*_qd12 - _c215*_qd13 - _c216*_qd10) + _qd6*(-_c185*_qd4 - _c205*_qd5 - _c217*_qd6 - _c218*_qd3 - _c224*_qd11 - _c225*_qd12 - _c226*_qd13 - _c227*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("fa3413c08f83f4622a726b6b")
 def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -12900,7 +12900,7 @@ def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("b7945562d7e59755306b1b14")
 def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -13247,7 +13247,7 @@ def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("23e7ffb2db88cc22d5100bfe")
 def _e4_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -13703,7 +13703,7 @@ def _e4_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e929d2cf8966b954393e2f1b")
 def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -14106,7 +14106,7 @@ def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5fb6e060ca81b3f5ade2f320")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -14507,7 +14507,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5b8766e1c232c85b6aa9f106")
 def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -14908,7 +14908,7 @@ def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9966d1338d482b45f6af823e")
 def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -15123,7 +15123,7 @@ def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 45]] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("21b6e1a70b79427fb038b9ad")
 def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -15452,7 +15452,7 @@ def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("d1518968b703211468c3cd13")
 def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -15799,7 +15799,7 @@ def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("199c3f2d5858ebf550913bb0")
 def _e4_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -16255,7 +16255,7 @@ def _e4_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("a603ff3b4a2cd6edf4cca093")
 def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -16658,7 +16658,7 @@ def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7f862559a1dc73c3d0068b14")
 def _e4_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -17707,7 +17707,7 @@ def _e5_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     out[_rr + 1, 11] = _c47
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("4f013e71a938ec08ca5bdbcf")
 def _e6_force(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_ss: force of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -17834,7 +17834,7 @@ def _e6_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i13] += _c10*_c55 - _c42*_c54 + _c56*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("598d9e3eb57892ca0a6ddecb")
 def _e6_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_ss: force_q of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -18650,7 +18650,7 @@ def _e6_force_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += _c23*_c560 - _c50*_c559 + _c558*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("485274331039d9bb8c4efd07")
 def _e6_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_ss: force_qd of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -19102,7 +19102,7 @@ def _e6_force_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += _c10*_c214 - _c213*_c24 + _c215*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("1b7f646a1a20a2989cdfd8cb")
 def _e6_energy(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type tsda_ss: energy of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -19260,7 +19260,7 @@ def _e6_energy(t, q, qd, p, IQ, IP, IR, k, out):
     out[2] += -_c59*_qd0 + _c59*_qd7 - _c60*_qd1 + _c60*_qd8 - _c61*_qd2 + _c61*_qd9 + _qd10*(-_c10*_c92 - _c22*_c91 + (1/2)*_c36*_c37*_p6*(_c64*(_c43*_p4 + _c87 + _c99) + _c67*(_c43*_p5 - _c85 + _c96) + _c70*(_c43*_p3 + _c95 + _c98)) - _c49*_c93) + _qd11*(-_c10*_c93 + _c49*_c92 + _c6*_c91 + _c71*(_c64*(_c85 - _c86) + _c67*(_c87 + _c88) + _c70*(_c57*_p3 + _c89 + _c90))) + _qd12*(_c10*_c91 - _c22*_c92 + _c6*_c93 + _c71*(_c64*(_c53*_p4 + _c90 + _c97) + _c67*(-_c94 - _c95) + _c70*(_c86 + _c96))) + _qd13*(_c22*_c93 - _c49*_c91 + _c6*_c92 + _c71*(_c64*(_c94 + _c98) + _c67*(_c45*_p5 + _c89 + _c97) + _c70*(-_c88 - _c99))) + _qd3*(-_c18*_c76 + (1/2)*_c36*_c37*_p6*(_c64*(-_c40*_p1 - _c65 - _c84) + _c67*(-_c40*_p2 + _c62 - _c81) + _c70*(-_c40*_p0 - _c80 - _c83)) - _c4*_c77 - _c46*_c78) + _qd4*(_c0*_c76 - _c4*_c78 + _c46*_c77 + _c71*(_c64*(-_c62 + _c63) + _c67*(-_c65 - _c66) + _c70*(-_c56*_p0 - _c68 - _c69))) + _qd5*(_c0*_c78 - _c18*_c77 + _c4*_c76 + _c71*(_c64*(-_c52*_p1 - _c69 - _c82) + _c67*(_c79 + _c80) + _c70*(-_c63 - _c81))) + _qd6*(_c0*_c77 + _c18*_c78 - _c46*_c76 + _c71*(_c64*(-_c79 - _c83) + _c67*(-_c42*_p2 - _c68 - _c82) + _c70*(_c66 + _c84)))
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("6818d2923030c578dd909608")
 def _e6_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type tsda_ss: dynamics of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -19387,7 +19387,7 @@ def _e6_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     force[_i13] += _c10*_c55 - _c42*_c54 + _c56*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("3e87d02d32a7dc8a78e22b60")
 def _e6_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type tsda_ss: dynamics_values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -19514,7 +19514,7 @@ def _e6_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     force[_i13] += _c10*_c55 - _c42*_c54 + _c56*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e5e4f017e7934f63837ef077")
 def _e6_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type tsda_ss: force_q values of one instance k (force)."""
     _i0 = IQ[k, 0]
@@ -20330,7 +20330,7 @@ def _e6_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 195]] += _c23*_c560 - _c50*_c559 + _c558*_c6
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("072fc5f4f2ad5f7dc988e4e9")
 def _e6_force_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type tsda_ss: force_qd values of one instance k (force)."""
     _i0 = IQ[k, 0]

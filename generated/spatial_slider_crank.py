@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1bc02057997ff192"
+COMPILER_HASH = "54cb2ded9027bfc1"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "3e3a8c70bee3a64ada9e98a8bc4c8ca7d3532fc6694c67025949a0a97bcb1d45"
+BODY_HASH = "fe565881e3859eb045c69fb405e5fb8e36109ef8ec801d3dea48084c23752992"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"
@@ -1546,7 +1546,7 @@ def _e1_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("bc3bc20f281162693a61278f")
 def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1652,7 +1652,7 @@ def _e1_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("dd7ab93c68c8afea4eb6fa27")
 def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1770,7 +1770,7 @@ def _e1_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("86d32a9ac9097a57275d0437")
 def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -1954,7 +1954,7 @@ def _e1_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c101*_qd4 - _c108*_qd5 - _c111*_qd6 - _qd3*(_c107 + _c110 + _c98)) + _qd4*(-_c101*_qd3 - _c104*_qd5 - _c106*_qd6 - _c98*_qd4) + _qd5*(-_c104*_qd4 - _c107*_qd5 - _c108*_qd3 - _c109*_qd6) + _qd6*(-_c106*_qd4 - _c109*_qd5 - _c110*_qd6 - _c111*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7db0c32de21b2bdf9df9193f")
 def _e1_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_gs: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2324,7 +2324,7 @@ def _e1_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c14*_lam4 - _c2 + _c6*_lam3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("529ac37ae76ee77162530e2e")
 def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2430,7 +2430,7 @@ def _e1_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c50 + _a4*_c55 + _a5*_c56 + _a6*_c53
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("14550975805f75f529d6302a")
 def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2548,7 +2548,7 @@ def _e1_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c46*_c47 - _c59*_qd3 + _c60*_qd3 - _c64*_qd4 + _c66*_qd4 - _c67*_qd5 + _c68*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f0121b7af31f20434abe5741")
 def _e1_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3185,7 +3185,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7056eeffb5eb5dbe715174be")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3346,7 +3346,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ad6a640fa59101152ca1ab47")
 def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3895,7 +3895,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("92fd42f6b0ec7865f97aa991")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type spherical_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4127,7 +4127,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 3] += (_c11*_p11 + _c15*_p9 + _c8*_p10)*(_c13*_p6 + _c2*_p7 + _c5*_p8) + (_c16*_p6 + _c18*_p8 + _c22*_p7)*(_c19*_p9 + _c21*_p11 + _c23*_p10) + (_c24*_p6 + _c25*_p7 + _c28*_p8)*(_c26*_p9 + _c27*_p10 + _c29*_p11)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("1c95a37f10a4f895da20ecc3")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4287,7 +4287,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _c68*(_c74 + _c80) + _c72*(_c78 + _c81 + 4*_p11*_q13) + _c75*(-_c62 - _c76)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("0e3fc6662470794f00ceeb91")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4501,7 +4501,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3] += _qd10*(-_c116*_qd12 - _c129*_qd13 - _c140*_qd4 - _c155*_qd5 - _c159*_qd6 - _c161*_qd3 - _c97*_qd11 - _qd10*(_c104 + _c119 + _c44)) + _qd11*(-_c102*_qd13 - _c44*_qd11 - _c68*_qd4 - _c78*_qd5 - _c85*_qd6 - _c90*_qd3 - _c97*_qd10 - _c99*_qd12) + _qd12*(-_c104*_qd12 - _c112*_qd4 - _c113*_qd5 - _c114*_qd6 - _c115*_qd3 - _c116*_qd10 - _c117*_qd13 - _c99*_qd11) + _qd13*(-_c102*_qd11 - _c117*_qd12 - _c119*_qd13 - _c125*_qd4 - _c126*_qd5 - _c127*_qd6 - _c128*_qd3 - _c129*_qd10) + _qd3*(-_c115*_qd12 - _c128*_qd13 - _c148*_qd4 - _c156*_qd5 - _c160*_qd6 - _c161*_qd10 - _c90*_qd11 - _qd3*(_c136 + _c154 + _c158)) + _qd4*(-_c112*_qd12 - _c125*_qd13 - _c136*_qd4 - _c140*_qd10 - _c148*_qd3 - _c151*_qd5 - _c153*_qd6 - _c68*_qd11) + _qd5*(-_c113*_qd12 - _c126*_qd13 - _c151*_qd4 - _c154*_qd5 - _c155*_qd10 - _c156*_qd3 - _c157*_qd6 - _c78*_qd11) + _qd6*(-_c114*_qd12 - _c127*_qd13 - _c153*_qd4 - _c157*_qd5 - _c158*_qd6 - _c159*_qd10 - _c160*_qd3 - _c85*_qd11)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("11b62de420aa0a388a86f6bc")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4756,7 +4756,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c118 + 4*_c126*_lam3*_p11
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7d78ef3010d2671d83f8eb0b")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type universal_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4999,7 +4999,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _a10*_c156 + _a11*_c161 + _a12*_c162 + _a13*_c158 + _a3*_c83 + _a4*_c119 + _a5*_c130 + _a6*_c138
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("3b1416a097335126531acd79")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5260,7 +5260,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += _c115*_qd3 + _c148*_qd4 + _c177*_qd5 + _c202*_qd6 + _c207*_qd10 + _c209*_qd11 + _c210*_qd12 + _qd13*(-_c113*_qd3 - _c145*_qd4 - _c174*_qd5 - _c200*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9af09c9967a5d930ec319ca7")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type universal_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5529,7 +5529,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 3, _i13] += -_c124*_qd4 + _c127*_qd4 - _c141*_qd5 + _c144*_qd5 - _c154*_qd6 + _c157*_qd6 - 8*_c164*_p11*_qd13 + _c179*_qd10 - _c180*_qd10 - _c184*_qd11 + _c186*_qd11 - _c187*_qd12 + _c188*_qd12 - _c82*_qd3 + _c85*_qd3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("3c471a6b5d96e4b4e63128a8")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type universal_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5834,7 +5834,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 3] += _qd10*(-_c166*_qd11 - _c177*_qd12 - _c184*_qd13 - _c186*_qd4 - _c198*_qd5 - _c202*_qd6 - _c204*_qd3 - _qd10*(_c157 + _c172 + _c179)) + _qd11*(-_c157*_qd11 - _c158*_qd4 - _c159*_qd5 - _c160*_qd6 - _c161*_qd3 - _c166*_qd10 - _c168*_qd12 - _c171*_qd13) + _qd12*(-_c168*_qd11 - _c172*_qd12 - _c173*_qd4 - _c174*_qd5 - _c175*_qd6 - _c176*_qd3 - _c177*_qd10 - _c178*_qd13) + _qd13*(-_c171*_qd11 - _c178*_qd12 - _c179*_qd13 - _c180*_qd4 - _c181*_qd5 - _c182*_qd6 - _c183*_qd3 - _c184*_qd10) + _qd3*(-_c161*_qd11 - _c176*_qd12 - _c183*_qd13 - _c191*_qd4 - _c199*_qd5 - _c203*_qd6 - _c204*_qd10 - _qd3*(_c185 + _c197 + _c201)) + _qd4*(-_c158*_qd11 - _c173*_qd12 - _c180*_qd13 - _c185*_qd4 - _c186*_qd10 - _c191*_qd3 - _c194*_qd5 - _c196*_qd6) + _qd5*(-_c159*_qd11 - _c174*_qd12 - _c181*_qd13 - _c194*_qd4 - _c197*_qd5 - _c198*_qd10 - _c199*_qd3 - _c200*_qd6) + _qd6*(-_c160*_qd11 - _c175*_qd12 - _c182*_qd13 - _c196*_qd4 - _c200*_qd5 - _c201*_qd6 - _c202*_qd10 - _c203*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("d68ba658310e9782a4da03a0")
 def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type universal_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6139,7 +6139,7 @@ def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 3] += _qd10*(-_c166*_qd11 - _c177*_qd12 - _c184*_qd13 - _c186*_qd4 - _c198*_qd5 - _c202*_qd6 - _c204*_qd3 - _qd10*(_c157 + _c172 + _c179)) + _qd11*(-_c157*_qd11 - _c158*_qd4 - _c159*_qd5 - _c160*_qd6 - _c161*_qd3 - _c166*_qd10 - _c168*_qd12 - _c171*_qd13) + _qd12*(-_c168*_qd11 - _c172*_qd12 - _c173*_qd4 - _c174*_qd5 - _c175*_qd6 - _c176*_qd3 - _c177*_qd10 - _c178*_qd13) + _qd13*(-_c171*_qd11 - _c178*_qd12 - _c179*_qd13 - _c180*_qd4 - _c181*_qd5 - _c182*_qd6 - _c183*_qd3 - _c184*_qd10) + _qd3*(-_c161*_qd11 - _c176*_qd12 - _c183*_qd13 - _c191*_qd4 - _c199*_qd5 - _c203*_qd6 - _c204*_qd10 - _qd3*(_c185 + _c197 + _c201)) + _qd4*(-_c158*_qd11 - _c173*_qd12 - _c180*_qd13 - _c185*_qd4 - _c186*_qd10 - _c191*_qd3 - _c194*_qd5 - _c196*_qd6) + _qd5*(-_c159*_qd11 - _c174*_qd12 - _c181*_qd13 - _c194*_qd4 - _c197*_qd5 - _c198*_qd10 - _c199*_qd3 - _c200*_qd6) + _qd6*(-_c160*_qd11 - _c175*_qd12 - _c182*_qd13 - _c196*_qd4 - _c200*_qd5 - _c201*_qd6 - _c202*_qd10 - _c203*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7ca5688b10845d9d53ac5277")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6299,7 +6299,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 37]] += _c68*(_c74 + _c80) + _c72*(_c78 + _c81 + 4*_p11*_q13) + _c75*(-_c62 - _c76)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("83cbf99799d79179e0f82748")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6554,7 +6554,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c118 + 4*_c126*_lam3*_p11
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("c9449eb15e47d293661c868b")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6797,7 +6797,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += _a10*_c156 + _a11*_c161 + _a12*_c162 + _a13*_c158 + _a3*_c83 + _a4*_c119 + _a5*_c130 + _a6*_c138
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("d15d17afcaf8ed6e6c5e2422")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7058,7 +7058,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 7]] += _c115*_qd3 + _c148*_qd4 + _c177*_qd5 + _c202*_qd6 + _c207*_qd10 + _c209*_qd11 + _c210*_qd12 + _qd13*(-_c113*_qd3 - _c145*_qd4 - _c174*_qd5 - _c200*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("868d7f8e9b2c1179b30dd52b")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type universal_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7327,7 +7327,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 31]] += -_c124*_qd4 + _c127*_qd4 - _c141*_qd5 + _c144*_qd5 - _c154*_qd6 + _c157*_qd6 - 8*_c164*_p11*_qd13 + _c179*_qd10 - _c180*_qd10 - _c184*_qd11 + _c186*_qd11 - _c187*_qd12 + _c188*_qd12 - _c82*_qd3 + _c85*_qd3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("12b9a9553a96f6471e1a25e0")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type universal_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7588,7 +7588,7 @@ def _e4_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _p10*(_c24*_c5 + _c25*_c3 + _c26*_c7) + _p11*(_c10*_c25 + _c11*_c26 + _c12*_c24) + _p9*(_c14*_c26 + _c15*_c24 + _c16*_c25)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("808dbe3d8498cf5e49a7279b")
 def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7726,7 +7726,7 @@ def _e4_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _p10*(_c71 + _c78) + _p11*(_c30*_c63 + _c76 + _c79) + _p9*(-_c64 - _c75)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("be01a24948d1f7a674e382b4")
 def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_gs: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7849,7 +7849,7 @@ def _e4_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd3*(-_c75*_qd4 - _c82*_qd5 - _c85*_qd6 - _qd3*(_c70 + _c81 + _c84)) + _qd4*(-_c70*_qd4 - _c75*_qd3 - _c78*_qd5 - _c80*_qd6) + _qd5*(-_c78*_qd4 - _c81*_qd5 - _c82*_qd3 - _c83*_qd6) + _qd6*(-_c80*_qd4 - _c83*_qd5 - _c84*_qd6 - _c85*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f1729a615361fed15a812225")
 def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7959,7 +7959,7 @@ def _e4_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i6, _i6] += _c17*_lam1 + _c20*_lam3 + _c22*_lam4 + _c3*_lam0 + _c9*_lam2
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("f746ea62a5f315e0de09dabc")
 def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type translational_gs: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8097,7 +8097,7 @@ def _e4_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += _a3*_c79 + _a4*_c84 + _a5*_c85 + _a6*_c81
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("0b5185d23b61158cfddf8bc8")
 def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type translational_gs: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8273,7 +8273,7 @@ def _e4_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i6] += -_c110*_qd3 + _c113*_qd3 - 2*_c115*_qd6 - _c119*_qd4 + _c121*_qd4 - _c122*_qd5 + _c123*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("35c46499f17c46c3ee95b0c2")
 def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type translational_gs: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8532,7 +8532,7 @@ def _e4_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd3*(-_c170*_qd4 - _c177*_qd5 - _c180*_qd6 - _qd3*(_c165 + _c176 + _c179)) + _qd4*(-_c165*_qd4 - _c170*_qd3 - _c173*_qd5 - _c175*_qd6) + _qd5*(-_c173*_qd4 - _c176*_qd5 - _c177*_qd3 - _c178*_qd6) + _qd6*(-_c175*_qd4 - _c178*_qd5 - _c179*_qd6 - _c180*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("8f8bc714e61b0d7b88132b76")
 def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type translational_gs: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8791,7 +8791,7 @@ def _e4_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd3*(-_c170*_qd4 - _c177*_qd5 - _c180*_qd6 - _qd3*(_c165 + _c176 + _c179)) + _qd4*(-_c165*_qd4 - _c170*_qd3 - _c173*_qd5 - _c175*_qd6) + _qd5*(-_c173*_qd4 - _c176*_qd5 - _c177*_qd3 - _c178*_qd6) + _qd6*(-_c175*_qd4 - _c178*_qd5 - _c179*_qd6 - _c180*_qd3)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("18a8b8507e014cd9fd00458b")
 def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8929,7 +8929,7 @@ def _e4_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 25]] += _p10*(_c71 + _c78) + _p11*(_c30*_c63 + _c76 + _c79) + _p9*(-_c64 - _c75)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("4ba33944ec7e4b80dce5a5d8")
 def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -9039,7 +9039,7 @@ def _e4_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c17*_lam1 + _c20*_lam3 + _c22*_lam4 + _c3*_lam0 + _c9*_lam2
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9aa7842c56306fb17e6b68c2")
 def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -9177,7 +9177,7 @@ def _e4_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += _a3*_c79 + _a4*_c84 + _a5*_c85 + _a6*_c81
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("3ebad686b06add2b31233c65")
 def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type translational_gs: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -9353,7 +9353,7 @@ def _e4_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 19]] += -_c110*_qd3 + _c113*_qd3 - 2*_c115*_qd6 - _c119*_qd4 + _c121*_qd4 - _c122*_qd5 + _c123*_qd5
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9bbbc429e425b5669b30161c")
 def _e4_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type translational_gs: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "1bc02057997ff192"
+COMPILER_HASH = "54cb2ded9027bfc1"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "51ae201546cc6cb8f279b154b76a73fc789460fb8b7e71eec319ce262c2268fd"
+BODY_HASH = "d5b81c97e48058eb1bf3cee4777cded804fe846bf5da236a37ddf800de6dccab"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"
@@ -2464,7 +2464,7 @@ def _e2_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 2, _i13] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7056eeffb5eb5dbe715174be")
 def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -2625,7 +2625,7 @@ def _e2_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 2] += _qd10*(_c45*_qd10 + _c47 - _c69) + _qd11*(_c50 + _c73) + _qd12*(-_c58 - _c70) + _qd13*(_c45*_qd13 + _c60 + _c74) + _qd3*(-_c44*_qd3 - _c53 + _c71) + _qd4*(-_c56 - _c75) + _qd5*(_c63 + _c72) + _qd6*(-_c44*_qd6 - _c66 - _c76)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ad6a640fa59101152ca1ab47")
 def _e2_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type spherical_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3174,7 +3174,7 @@ def _e2_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 23]] += _c18 + _c33 + _c36*_qd13
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("92fd42f6b0ec7865f97aa991")
 def _e2_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type spherical_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3416,7 +3416,7 @@ def _e3_phi(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4] += _c30*(_c24*_c33 + _c25*_c34 + _c28*_c35) + _c31*(_c13*_c33 + _c2*_c34 + _c35*_c5) + _c32*(_c16*_c33 + _c18*_c35 + _c22*_c34)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("ca74d6bea0ccee0946d76532")
 def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3631,7 +3631,7 @@ def _e3_phi_q(t, q, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e8cc992f543e5ebcd0e23064")
 def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -3939,7 +3939,7 @@ def _e3_gamma(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4] += _qd10*(-_c202*_qd4 - _c216*_qd5 - _c227*_qd6 - _c234*_qd11 - _c245*_qd12 - _c249*_qd13 - _c251*_qd3 - _qd10*(_c229 + _c244 + _c248)) + _qd11*(-_c199*_qd4 - _c213*_qd5 - _c224*_qd6 - _c229*_qd11 - _c234*_qd10 - _c237*_qd12 - _c239*_qd13 - _c243*_qd3) + _qd12*(-_c200*_qd4 - _c214*_qd5 - _c225*_qd6 - _c237*_qd11 - _c244*_qd12 - _c245*_qd10 - _c246*_qd13 - _c247*_qd3) + _qd13*(-_c201*_qd4 - _c215*_qd5 - _c226*_qd6 - _c239*_qd11 - _c246*_qd12 - _c248*_qd13 - _c249*_qd10 - _c250*_qd3) + _qd3*(-_c179*_qd4 - _c204*_qd5 - _c218*_qd6 - _c243*_qd11 - _c247*_qd12 - _c250*_qd13 - _c251*_qd10 - _qd3*(_c172 + _c203 + _c217)) + _qd4*(-_c172*_qd4 - _c179*_qd3 - _c183*_qd5 - _c185*_qd6 - _c199*_qd11 - _c200*_qd12 - _c201*_qd13 - _c202*_qd10) + _qd5*(-_c183*_qd4 - _c203*_qd5 - _c204*_qd3 - _c205*_qd6 - _c213*_qd11 - _c214*_qd12 - _c215*_qd13 - _c216*_qd10) + _qd6*(-_c185*_qd4 - _c205*_qd5 - _c217*_qd6 - _c218*_qd3 - _c224*_qd11 - _c225*_qd12 - _c226*_qd13 - _c227*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("fa3413c08f83f4622a726b6b")
 def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_lam_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4268,7 +4268,7 @@ def _e3_phi_q_lam_q(t, q, lam, p, IQ, IP, IR, k, out):
     out[_i13, _i13] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("b7945562d7e59755306b1b14")
 def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: phi_q_a_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -4615,7 +4615,7 @@ def _e3_phi_q_a_q(t, q, a, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("23e7ffb2db88cc22d5100bfe")
 def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_q of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5071,7 +5071,7 @@ def _e3_gamma_q(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("e929d2cf8966b954393e2f1b")
 def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     """Element type revolute_ss: gamma_qd of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5474,7 +5474,7 @@ def _e3_gamma_qd(t, q, qd, p, IQ, IP, IR, k, out):
     out[_r + 4, _i13] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5fb6e060ca81b3f5ade2f320")
 def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -5875,7 +5875,7 @@ def _e3_dynamics(t, q, qd, p, IQ, IP, IR, k, mass, force, phi, phi_q, phi_t, gam
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("5b8766e1c232c85b6aa9f106")
 def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, force, phi, phi_q, phi_t, gamma):
     """Element type revolute_ss: dynamics_values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6276,7 +6276,7 @@ def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     gamma[_r + 4] += _qd10*(-_c256*_qd4 - _c263*_qd5 - _c269*_qd6 - _c273*_qd11 - _c281*_qd12 - _c285*_qd13 - _c287*_qd3 - _qd10*(_c270 + _c280 + _c284)) + _qd11*(-_c253*_qd4 - _c260*_qd5 - _c266*_qd6 - _c270*_qd11 - _c273*_qd10 - _c276*_qd12 - _c278*_qd13 - _c279*_qd3) + _qd12*(-_c254*_qd4 - _c261*_qd5 - _c267*_qd6 - _c276*_qd11 - _c280*_qd12 - _c281*_qd10 - _c282*_qd13 - _c283*_qd3) + _qd13*(-_c255*_qd4 - _c262*_qd5 - _c268*_qd6 - _c278*_qd11 - _c282*_qd12 - _c284*_qd13 - _c285*_qd10 - _c286*_qd3) + _qd3*(-_c246*_qd4 - _c258*_qd5 - _c265*_qd6 - _c279*_qd11 - _c283*_qd12 - _c286*_qd13 - _c287*_qd10 - _qd3*(_c241 + _c257 + _c264)) + _qd4*(-_c241*_qd4 - _c246*_qd3 - _c250*_qd5 - _c252*_qd6 - _c253*_qd11 - _c254*_qd12 - _c255*_qd13 - _c256*_qd10) + _qd5*(-_c250*_qd4 - _c257*_qd5 - _c258*_qd3 - _c259*_qd6 - _c260*_qd11 - _c261*_qd12 - _c262*_qd13 - _c263*_qd10) + _qd6*(-_c252*_qd4 - _c259*_qd5 - _c264*_qd6 - _c265*_qd3 - _c266*_qd11 - _c267*_qd12 - _c268*_qd13 - _c269*_qd10)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("9966d1338d482b45f6af823e")
 def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6491,7 +6491,7 @@ def _e3_phi_q_values(t, q, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 45]] += _c104*_c125 + _c105*_c123 + _c106*_c124
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("21b6e1a70b79427fb038b9ad")
 def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_lam_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -6820,7 +6820,7 @@ def _e3_phi_q_lam_q_values(t, q, lam, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 63]] += -_c165 + _c185*_lam3 + _c191*_lam4
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("d1518968b703211468c3cd13")
 def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: phi_q_a_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7167,7 +7167,7 @@ def _e3_phi_q_a_q_values(t, q, a, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += _a10*_c249 + _a11*_c254 + _a12*_c255 + _a13*_c252 + _a3*_c203 + _a4*_c220 + _a5*_c230 + _a6*_c237
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("199c3f2d5858ebf550913bb0")
 def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_q values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -7623,7 +7623,7 @@ def _e3_gamma_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 15]] += _c298*_qd3 + _c332*_qd4 + _c361*_qd5 + _c386*_qd6 + _c391*_qd10 + _c393*_qd11 + _c394*_qd12 + _qd13*(-_c296*_qd3 - _c329*_qd4 - _c358*_qd5 - _c384*_qd6)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("a603ff3b4a2cd6edf4cca093")
 def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     """Element type revolute_ss: gamma_qd values of one instance k (joint)."""
     _i0 = IQ[k, 0]
@@ -8026,7 +8026,7 @@ def _e3_gamma_qd_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
     out[POS[k, 39]] += -_c201*_c290 - _c234*_qd3 + _c237*_qd3 - _c258*_qd4 + _c261*_qd4 - _c273*_qd5 + _c276*_qd5 - _c284*_qd6 + _c287*_qd6 - _c302*_qd10 + _c303*_qd10 - _c307*_qd11 + _c309*_qd11 - _c310*_qd12 + _c311*_qd12
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@rt.library_kernel("7f862559a1dc73c3d0068b14")
 def _e3_reactions(t, q, lam, p, IQ, IP, IR, RR, k, out):
     """Element type revolute_ss: joint reactions of one instance k (joint)."""
     _i0 = IQ[k, 0]

@@ -39,11 +39,13 @@ from mbdgen.codegen.emit import (
     _base_context,
     _generic_kernel,
     _kernel_code,
+    render_kernel,
     render_template,
     residual_names,
 )
 from mbdgen.codegen.geometry import geometry_tables
 from mbdgen.model.core import t
+from mbdgen.runtime import library
 from mbdgen.runtime.tables import encode, pack_names
 from mbdgen.symbolic.elements import ElementSystem, TypeSystem
 
@@ -265,7 +267,8 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         used["reactions"] = name
     # Inlined into the loops of the ABI kernels: one compilation per ABI kernel rather
     # than one per element kernel (measured: cold JIT of every kernel of the test zoo
-    # 82 s → 64 s, its ``dynamics`` 11 s → 7 s).
+    # 82 s → 64 s, its ``dynamics`` 11 s → 7 s); the long ones go to the library
+    # (:func:`library_decorated`, when the model's names are given).
     codes = [dataclasses.replace(c, decorator=INLINE) for c in codes]
     return codes, used
 
@@ -289,11 +292,34 @@ def _type_kernels(
         if cache is not None and ts.identity is not None:
             cache.store(ts.identity, entry)
     prefix = f"_e{ts.index}"
-    codes = [dataclasses.replace(c, name=prefix + c.name) for c in entry.kernels]
+    codes = [library_decorated(dataclasses.replace(c, name=prefix + c.name)) for c in entry.kernels]
     return codes, {k: prefix + v for k, v in entry.used.items()}
 
 
 INLINE = '@njit(cache=True, inline="always", error_model="numpy")'
+#: An element kernel of at least this many statements is compiled once per installation
+#: in mbdgen's kernel library (:mod:`mbdgen.runtime.library`), not inlined into the
+#: model's loop kernels.  Every planar type is shorter (the longest, 60 statements);
+#: the spatial types' Jacobian blocks are 100-1500 statements, 88 % of the flyball
+#: governor's element code.  A call per instance costs nothing next to such a body
+#: (the flyball's ``dynamics_values`` and ``force_q_values`` per evaluation: within
+#: noise of the inlined module's, measured in the design notes).
+LIBRARY_STATEMENTS = 100
+
+
+def _statements(code: KernelCode) -> int:
+    return len(code.zero_fill) + len(code.prologue) + len(code.temporaries) + len(code.assignments)
+
+
+def library_decorated(code: KernelCode) -> KernelCode:
+    """``code`` with the decorator of a library kernel (:data:`LIBRARY_STATEMENTS` or
+    more statements: ``@rt.library_kernel("<digest of its library module>")``), else
+    inlined into the loop kernels (:data:`INLINE`)."""
+    if _statements(code) < LIBRARY_STATEMENTS:
+        return dataclasses.replace(code, decorator=INLINE)
+    text = render_kernel(dataclasses.replace(code, decorator=INLINE))
+    name = library.digest(library.library_text(text.splitlines()))
+    return dataclasses.replace(code, decorator=f'@rt.library_kernel("{name}")')
 
 
 def _data(esys: ElementSystem) -> dict[str, np.ndarray]:

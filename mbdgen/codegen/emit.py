@@ -242,6 +242,11 @@ def render_template(name: str, context: dict) -> str:
     return seal(_environment().get_template(name).render(**context))
 
 
+def render_kernel(code: KernelCode) -> str:
+    """The text of one kernel as a module prints it (``kernel.py.j2``'s ``kernel``)."""
+    return str(_environment().get_template("kernel.py.j2").module.kernel(code))  # type: ignore[attr-defined]
+
+
 _BASE_KEYS = frozenset(
     {
         "version",

@@ -23,6 +23,7 @@ from mbdgen.runtime import (
     genalpha,
     hht,
     index1,
+    library,
     linalg,
     newmark_gcp,
     partition,
@@ -32,6 +33,7 @@ from mbdgen.runtime import (
     tables,
     welch,
 )
+from mbdgen.runtime.library import library_kernel
 
 #: Prefix of the name every generated module runs under (see :func:`canonical_name`).
 MODULE_PREFIX = "mbdgen_generated_"
@@ -62,6 +64,7 @@ def canonical_name(namespace: dict) -> None:
 __all__ = [
     "MODULE_PREFIX",
     "canonical_name",
+    "library_kernel",
     "module_name",
     "adaptive",
     "adaptive_rk",
@@ -69,6 +72,7 @@ __all__ = [
     "genalpha",
     "hht",
     "index1",
+    "library",
     "linalg",
     "newmark_gcp",
     "partition",
