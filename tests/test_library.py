@@ -8,7 +8,9 @@ every model whose kernel has that text.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 import time
 
@@ -168,3 +170,36 @@ def test_a_new_model_links_library_kernels_from_the_cache(tmp_path):
     )
     found, hits, misses, own = map(int, run_python(new).split()[-4:])
     assert found >= 1 and hits == found and misses == 0 and own == 1, (found, hits, misses, own)
+
+
+def test_two_processes_filling_the_library_at_once(tmp_path):
+    """Two processes that load one new library kernel at the same moment both get it,
+    and the file is whole (each writes a temporary file and renames it)."""
+    source = tmp_path / "kernels.py"
+    source.write_text('def _e0_k(t, out):\n    """An element kernel."""\n    out[0] = 2.0 * t\n')
+    digest = library.digest(library.library_text(source.read_text().splitlines()))
+    code = (
+        "import math, sys, time; import numpy as np; from mbdgen.runtime import library; "
+        f"ns = {{'math': math}}; exec(compile(open({str(source)!r}).read(), {str(source)!r}, "
+        "'exec'), ns); time.sleep(max(0.0, float(sys.argv[1]) - time.time())); "
+        f"k = library.library_kernel({digest!r})(ns['_e0_k']); out = np.zeros(1); "
+        "k(1.5, out); print(k.py_func.__module__, out[0])"
+    )
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    start = time.time() + 3.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=300)[0].split() for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    assert outputs == [[f"mbdgen_library_k{digest}", "3.0"]] * 2
+    (folder,) = (tmp_path / "numba").glob("runtime-*/library")
+    assert [p.name for p in folder.glob("*.py")] == [f"k{digest}.py"]
+    text = (folder / f"k{digest}.py").read_text()
+    assert text == library.library_text(source.read_text().splitlines())
