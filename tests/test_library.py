@@ -83,7 +83,8 @@ def test_library_text_names_the_kernel_and_keeps_its_body():
 def test_a_kernel_whose_text_differs_is_compiled_where_it_is(tmp_path, monkeypatch):
     """A function whose text does not have the digest it was given (an edited module) is
     compiled in its own module, as before the library; one that has it is written to
-    the library folder once, loaded, and shared."""
+    the library folder once, loaded, and shared; a library file edited by hand is
+    written again."""
     monkeypatch.setattr(library.config, "CACHE_DIR", str(tmp_path / "numba"))
     monkeypatch.setattr(library, "_LOADED", {})
     source = tmp_path / "kernels.py"
@@ -103,6 +104,13 @@ def test_a_kernel_whose_text_differs_is_compiled_where_it_is(tmp_path, monkeypat
     assert library.library_kernel(digest)(func) is kernel
     path = tmp_path / "numba" / "library" / f"k{digest}.py"
     assert path.read_text() == library.library_text(source.read_text().splitlines())
+    path.write_text(path.read_text().replace("* t", "* t * 2.0"))  # edited by hand
+    monkeypatch.setattr(library, "_LOADED", {})
+    again = library.library_kernel(digest)(func)
+    assert path.read_text() == library.library_text(source.read_text().splitlines())
+    out = np.zeros(1)
+    again(2.0, np.array([0.5]), out)
+    assert out[0] == np.sin(0.5) * 2.0
     out = np.zeros(1)
     kernel(2.0, np.array([0.5]), out)
     assert out[0] == np.sin(0.5) * 2.0

@@ -104,7 +104,9 @@ def _write(path: Path, text: str) -> None:
 
 def _load(name: str, func: Callable[..., Any]) -> Any:
     path = library_dir() / f"k{name}.py"
-    if not path.is_file():
+    # an existing file is read back and checked (~20 µs each): one edited or damaged
+    # by hand is written again from this module's text
+    if not path.is_file() or digest(path.read_text(encoding="utf-8")) != name:
         text = library_text(_source_lines(func))
         if digest(text) != name:  # not the text the compiler wrote: this module's own
             return None
