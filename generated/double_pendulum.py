@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "54cb2ded9027bfc1"
+COMPILER_HASH = "ea14b5d5214b30e8"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "46c400daba7d2c30d3d0fcdb5d233da0d08e0020212cf762e1943f00c4afff5e"
+BODY_HASH = "df31227aad5a88057284984f016a9a6af4ea6bc4de0ec7157d270f89a398afe8"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "54cb2ded9027bfc1"
+COMPILER_HASH = "ea14b5d5214b30e8"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "cdca69e7c2f1c9dfd3b751ef0af85fd794b99b1551533982d0b768dc6640dcc1"
+BODY_HASH = "1389da3e86a779aef943bcdf9eca399c7debddcb0468c5f624922686218f676b"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

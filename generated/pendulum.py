@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "54cb2ded9027bfc1"
+COMPILER_HASH = "ea14b5d5214b30e8"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "38df62a95857dd3fffbf30c7d95f1471330709d5a7ff3c32999b2608ff69e159"
+BODY_HASH = "440adc181105944691a1d47e83be44ebb430375fa82eced986ee148a6a613661"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

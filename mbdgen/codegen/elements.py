@@ -267,8 +267,8 @@ def _element_kernels(ts: TypeSystem, printer: KernelPrinter) -> tuple[list[Kerne
         used["reactions"] = name
     # Inlined into the loops of the ABI kernels: one compilation per ABI kernel rather
     # than one per element kernel (measured: cold JIT of every kernel of the test zoo
-    # 82 s → 64 s, its ``dynamics`` 11 s → 7 s); the long ones go to the library
-    # (:func:`library_decorated`, when the model's names are given).
+    # 82 s → 64 s, its ``dynamics`` 11 s → 7 s); the long ones are compiled in the
+    # kernel library instead (:func:`library_decorated`, once the model's names are set).
     codes = [dataclasses.replace(c, decorator=INLINE) for c in codes]
     return codes, used
 
@@ -299,7 +299,8 @@ def _type_kernels(
 INLINE = '@njit(cache=True, inline="always", error_model="numpy")'
 #: An element kernel of at least this many statements is compiled once per installation
 #: in mbdgen's kernel library (:mod:`mbdgen.runtime.library`), not inlined into the
-#: model's loop kernels.  Every planar type is shorter (the longest, 60 statements);
+#: model's loop kernels.  Every planar type is shorter (the longest, Andrews' TSDA
+#: ``force_q``, 70 statements);
 #: the spatial types' Jacobian blocks are 100-1500 statements, 88 % of the flyball
 #: governor's element code.  A call per instance costs nothing next to such a body
 #: (the flyball's ``dynamics_values`` and ``force_q_values`` per evaluation: within
