@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "48bc50cab2b9bdb694e30288a89086016e3dfbe23aabb67ed35f7f19ceb2666b"
+BODY_HASH = "8bba35925fcaa7b04e320ed4971b5b0696fe48ce3bb2571f929932e67a71e92f"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "05e6ffa2a99b6b649fc0812f06013a74466f2a782dd11137d634eb4bc1add5b9"
+BODY_HASH = "a8be24b124e32ca49ff781585e224142d3582670d38c0135ecc780ce74b1dcb5"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

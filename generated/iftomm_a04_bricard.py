@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "abb92f0aa0d8f1448735e9b388303ef2aff1e0f561149fe9b2c537bb8aa926a9"
+BODY_HASH = "6c41732992c85a717516b92faed36f96c95f0434a77eac88ddd8077210593f77"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

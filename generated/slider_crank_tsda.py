@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9157cb410327e8d6112b85bd481bff6a46894c7afa3f42bcb5005abac03844d3"
+BODY_HASH = "9d96f907beeb51d9c4e1bfbd5dcd918f7302a3e488f43733416c2eac78dee48c"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

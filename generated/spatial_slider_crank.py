@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "95e2117b6fd02eaca039002f3726493cf7dbb7eaa14488122cd81371d1997010"
+BODY_HASH = "bc50b94164e10e112550f0eea97bb7b4eb8d86aced4ca2d7ec03690f0fcc0c91"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

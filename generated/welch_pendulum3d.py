@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ea14b5d5214b30e8"
+COMPILER_HASH = "4c27cd4a84689c79"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8468e9098b19f3fd970c018cc671629859216ad453ee7b55a143705dee5dff02"
+BODY_HASH = "0139ac4829c9f4f90adbe54c01d35cd5ff0ba6754dce3651a2c897cc22336a7b"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"

@@ -11,6 +11,7 @@ mbdgen give byte-identical text.
 from __future__ import annotations
 
 import collections
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -223,6 +224,7 @@ def _generic_kernel(
     return KernelCode(name, args, doc, tuple(zero_fill), reduced.temporaries, assignments, pro)
 
 
+@functools.cache  # one per process: building it and parsing a template takes ~10 ms
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
