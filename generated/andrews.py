@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8bba35925fcaa7b04e320ed4971b5b0696fe48ce3bb2571f929932e67a71e92f"
+BODY_HASH = "002c141c574f3332aa90825f4e6f2420dd4eb43502d7d79b8b74776b4b75646e"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"
@@ -1097,79 +1097,80 @@ def _e3_force(t, q, qd, p, IQ, IP, IR, k, out):
     out[_i2] += _c10*_c8 + _c11*_c2
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _e3_force_q(t, q, qd, p, IQ, IP, IR, k, out):
-    """Element type tsda_pg: force_q of one instance k (force)."""
-    _i0 = IQ[k, 0]
-    _i1 = IQ[k, 1]
-    _i2 = IQ[k, 2]
-    _q0 = q[_i0]
-    _qd0 = qd[_i0]
-    _q1 = q[_i1]
-    _qd1 = qd[_i1]
-    _q2 = q[_i2]
-    _qd2 = qd[_i2]
-    _p0 = p[IP[k, 0]]
-    _p1 = p[IP[k, 1]]
-    _p2 = p[IP[k, 2]]
-    _p3 = p[IP[k, 3]]
-    _p4 = p[IP[k, 4]]
-    _p5 = p[IP[k, 5]]
-    _p6 = p[IP[k, 6]]
-    _c0 = math.cos(_q2)
-    _c1 = math.sin(_q2)
-    _c2 = _c0*_p0 - _c1*_p1
-    _c3 = -_c2 + _p2 - _q0
-    _c4 = _c3**2
-    _c5 = _c0*_p1 + _c1*_p0
-    _c6 = -_c5 + _p3 - _q1
-    _c7 = _c6**2
-    _c8 = _c4 + _c7
-    _c9 = math.sqrt(_c8)
-    _c10 = 1/_c9
-    _c11 = -_c5
-    _c12 = _c11*_qd2
-    _c13 = -_c12 - _qd0
-    _c14 = -_c2*_qd2 - _qd1
-    _c15 = _c13*_c3 + _c14*_c6
-    _c16 = _c10*_p5
-    _c17 = _c15*_c16 + _p4*(_c9 - _p6)
-    _c18 = _c10*_c17
-    _c19 = -_c18
-    _c20 = _c8**(-3/2)
-    _c21 = _c17*_c20
-    _c22 = _c21*_c4
-    _c23 = _c10*_c3
-    _c24 = -_c13*_c16 + _c15*_c20*_c3*_p5 - _c23*_p4
-    _c25 = _c23*_c24
-    _c26 = _c21*_c3
-    _c27 = _c26*_c6
-    _c28 = _c10*_c6
-    _c29 = -_c14*_c16 + _c15*_c20*_c6*_p5 - _c28*_p4
-    _c30 = _c23*_c29
-    _c31 = _c18*_c5
-    _c32 = -_c2
-    _c33 = _c3*_c5 + _c32*_c6
-    _c34 = _c26*_c33
-    _c35 = _c3*_c32
-    _c36 = _c10*_c33*_p4 - _c15*_c20*_c33*_p5 + _c16*(-_c12*_c6 + _c13*_c5 + _c14*_c32 - _c35*_qd2)
-    _c37 = _c23*_c36
-    _c38 = _c24*_c28
-    _c39 = _c21*_c7
-    _c40 = _c28*_c29
-    _c41 = _c18*_c32
-    _c42 = _c21*_c33*_c6
-    _c43 = _c28*_c36
-    _c44 = _c11*_c18
-    out[_i0, _i0] += _c19 + _c22 + _c25
-    out[_i0, _i1] += _c27 + _c30
-    out[_i0, _i2] += _c31 - _c34 + _c37
-    out[_i1, _i0] += _c27 + _c38
-    out[_i1, _i1] += _c19 + _c39 + _c40
-    out[_i1, _i2] += _c41 - _c42 + _c43
-    out[_i2, _i0] += _c11*_c22 + _c11*_c25 + _c2*_c27 + _c2*_c38 - _c44
-    out[_i2, _i1] += _c11*_c27 + _c11*_c30 - _c18*_c2 + _c2*_c39 + _c2*_c40
-    out[_i2, _i2] += _c11*_c31 - _c11*_c34 + _c11*_c37 + _c18*_c35 + _c2*_c41 - _c2*_c42 + _c2*_c43 + _c44*_c6
+@rt.library_kernel("a54c24fedead5d081858fbc3")
+def _e3_force_q(t, q, qd, p, IQ, IP, IR, count, out):
+    """Element type tsda_pg: force_q of instances k < count (force)."""
+    for k in range(count):
+        _i0 = IQ[k, 0]
+        _i1 = IQ[k, 1]
+        _i2 = IQ[k, 2]
+        _q0 = q[_i0]
+        _qd0 = qd[_i0]
+        _q1 = q[_i1]
+        _qd1 = qd[_i1]
+        _q2 = q[_i2]
+        _qd2 = qd[_i2]
+        _p0 = p[IP[k, 0]]
+        _p1 = p[IP[k, 1]]
+        _p2 = p[IP[k, 2]]
+        _p3 = p[IP[k, 3]]
+        _p4 = p[IP[k, 4]]
+        _p5 = p[IP[k, 5]]
+        _p6 = p[IP[k, 6]]
+        _c0 = math.cos(_q2)
+        _c1 = math.sin(_q2)
+        _c2 = _c0*_p0 - _c1*_p1
+        _c3 = -_c2 + _p2 - _q0
+        _c4 = _c3**2
+        _c5 = _c0*_p1 + _c1*_p0
+        _c6 = -_c5 + _p3 - _q1
+        _c7 = _c6**2
+        _c8 = _c4 + _c7
+        _c9 = math.sqrt(_c8)
+        _c10 = 1/_c9
+        _c11 = -_c5
+        _c12 = _c11*_qd2
+        _c13 = -_c12 - _qd0
+        _c14 = -_c2*_qd2 - _qd1
+        _c15 = _c13*_c3 + _c14*_c6
+        _c16 = _c10*_p5
+        _c17 = _c15*_c16 + _p4*(_c9 - _p6)
+        _c18 = _c10*_c17
+        _c19 = -_c18
+        _c20 = _c8**(-3/2)
+        _c21 = _c17*_c20
+        _c22 = _c21*_c4
+        _c23 = _c10*_c3
+        _c24 = -_c13*_c16 + _c15*_c20*_c3*_p5 - _c23*_p4
+        _c25 = _c23*_c24
+        _c26 = _c21*_c3
+        _c27 = _c26*_c6
+        _c28 = _c10*_c6
+        _c29 = -_c14*_c16 + _c15*_c20*_c6*_p5 - _c28*_p4
+        _c30 = _c23*_c29
+        _c31 = _c18*_c5
+        _c32 = -_c2
+        _c33 = _c3*_c5 + _c32*_c6
+        _c34 = _c26*_c33
+        _c35 = _c3*_c32
+        _c36 = _c10*_c33*_p4 - _c15*_c20*_c33*_p5 + _c16*(-_c12*_c6 + _c13*_c5 + _c14*_c32 - _c35*_qd2)
+        _c37 = _c23*_c36
+        _c38 = _c24*_c28
+        _c39 = _c21*_c7
+        _c40 = _c28*_c29
+        _c41 = _c18*_c32
+        _c42 = _c21*_c33*_c6
+        _c43 = _c28*_c36
+        _c44 = _c11*_c18
+        out[_i0, _i0] += _c19 + _c22 + _c25
+        out[_i0, _i1] += _c27 + _c30
+        out[_i0, _i2] += _c31 - _c34 + _c37
+        out[_i1, _i0] += _c27 + _c38
+        out[_i1, _i1] += _c19 + _c39 + _c40
+        out[_i1, _i2] += _c41 - _c42 + _c43
+        out[_i2, _i0] += _c11*_c22 + _c11*_c25 + _c2*_c27 + _c2*_c38 - _c44
+        out[_i2, _i1] += _c11*_c27 + _c11*_c30 - _c18*_c2 + _c2*_c39 + _c2*_c40
+        out[_i2, _i2] += _c11*_c31 - _c11*_c34 + _c11*_c37 + _c18*_c35 + _c2*_c41 - _c2*_c42 + _c2*_c43 + _c44*_c6
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -1324,79 +1325,80 @@ def _e3_dynamics_values(t, q, qd, p, IQ, IP, IR, MASS_POS, PHI_Q_POS, k, mass, f
     force[_i2] += _c10*_c8 + _c11*_c2
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, k, out):
-    """Element type tsda_pg: force_q values of one instance k (force)."""
-    _i0 = IQ[k, 0]
-    _i1 = IQ[k, 1]
-    _i2 = IQ[k, 2]
-    _q0 = q[_i0]
-    _qd0 = qd[_i0]
-    _q1 = q[_i1]
-    _qd1 = qd[_i1]
-    _q2 = q[_i2]
-    _qd2 = qd[_i2]
-    _p0 = p[IP[k, 0]]
-    _p1 = p[IP[k, 1]]
-    _p2 = p[IP[k, 2]]
-    _p3 = p[IP[k, 3]]
-    _p4 = p[IP[k, 4]]
-    _p5 = p[IP[k, 5]]
-    _p6 = p[IP[k, 6]]
-    _c0 = math.cos(_q2)
-    _c1 = math.sin(_q2)
-    _c2 = _c0*_p0 - _c1*_p1
-    _c3 = -_c2 + _p2 - _q0
-    _c4 = _c3**2
-    _c5 = _c0*_p1 + _c1*_p0
-    _c6 = -_c5 + _p3 - _q1
-    _c7 = _c6**2
-    _c8 = _c4 + _c7
-    _c9 = math.sqrt(_c8)
-    _c10 = 1/_c9
-    _c11 = -_c5
-    _c12 = _c11*_qd2
-    _c13 = -_c12 - _qd0
-    _c14 = -_c2*_qd2 - _qd1
-    _c15 = _c13*_c3 + _c14*_c6
-    _c16 = _c10*_p5
-    _c17 = _c15*_c16 + _p4*(_c9 - _p6)
-    _c18 = _c10*_c17
-    _c19 = -_c18
-    _c20 = _c8**(-3/2)
-    _c21 = _c17*_c20
-    _c22 = _c21*_c4
-    _c23 = _c10*_c3
-    _c24 = -_c13*_c16 + _c15*_c20*_c3*_p5 - _c23*_p4
-    _c25 = _c23*_c24
-    _c26 = _c21*_c3
-    _c27 = _c26*_c6
-    _c28 = _c10*_c6
-    _c29 = -_c14*_c16 + _c15*_c20*_c6*_p5 - _c28*_p4
-    _c30 = _c23*_c29
-    _c31 = _c18*_c5
-    _c32 = -_c2
-    _c33 = _c3*_c5 + _c32*_c6
-    _c34 = _c26*_c33
-    _c35 = _c3*_c32
-    _c36 = _c10*_c33*_p4 - _c15*_c20*_c33*_p5 + _c16*(-_c12*_c6 + _c13*_c5 + _c14*_c32 - _c35*_qd2)
-    _c37 = _c23*_c36
-    _c38 = _c24*_c28
-    _c39 = _c21*_c7
-    _c40 = _c28*_c29
-    _c41 = _c18*_c32
-    _c42 = _c21*_c33*_c6
-    _c43 = _c28*_c36
-    _c44 = _c11*_c18
-    out[POS[k, 0]] += _c19 + _c22 + _c25
-    out[POS[k, 1]] += _c27 + _c30
-    out[POS[k, 2]] += _c31 - _c34 + _c37
-    out[POS[k, 3]] += _c27 + _c38
-    out[POS[k, 4]] += _c19 + _c39 + _c40
-    out[POS[k, 5]] += _c41 - _c42 + _c43
-    out[POS[k, 6]] += _c11*_c22 + _c11*_c25 + _c2*_c27 + _c2*_c38 - _c44
-    out[POS[k, 7]] += _c11*_c27 + _c11*_c30 - _c18*_c2 + _c2*_c39 + _c2*_c40
-    out[POS[k, 8]] += _c11*_c31 - _c11*_c34 + _c11*_c37 + _c18*_c35 + _c2*_c41 - _c2*_c42 + _c2*_c43 + _c44*_c6
+@rt.library_kernel("71ae9c9225c69bc52b511a1c")
+def _e3_force_q_values(t, q, qd, p, IQ, IP, IR, POS, count, out):
+    """Element type tsda_pg: force_q values of instances k < count (force)."""
+    for k in range(count):
+        _i0 = IQ[k, 0]
+        _i1 = IQ[k, 1]
+        _i2 = IQ[k, 2]
+        _q0 = q[_i0]
+        _qd0 = qd[_i0]
+        _q1 = q[_i1]
+        _qd1 = qd[_i1]
+        _q2 = q[_i2]
+        _qd2 = qd[_i2]
+        _p0 = p[IP[k, 0]]
+        _p1 = p[IP[k, 1]]
+        _p2 = p[IP[k, 2]]
+        _p3 = p[IP[k, 3]]
+        _p4 = p[IP[k, 4]]
+        _p5 = p[IP[k, 5]]
+        _p6 = p[IP[k, 6]]
+        _c0 = math.cos(_q2)
+        _c1 = math.sin(_q2)
+        _c2 = _c0*_p0 - _c1*_p1
+        _c3 = -_c2 + _p2 - _q0
+        _c4 = _c3**2
+        _c5 = _c0*_p1 + _c1*_p0
+        _c6 = -_c5 + _p3 - _q1
+        _c7 = _c6**2
+        _c8 = _c4 + _c7
+        _c9 = math.sqrt(_c8)
+        _c10 = 1/_c9
+        _c11 = -_c5
+        _c12 = _c11*_qd2
+        _c13 = -_c12 - _qd0
+        _c14 = -_c2*_qd2 - _qd1
+        _c15 = _c13*_c3 + _c14*_c6
+        _c16 = _c10*_p5
+        _c17 = _c15*_c16 + _p4*(_c9 - _p6)
+        _c18 = _c10*_c17
+        _c19 = -_c18
+        _c20 = _c8**(-3/2)
+        _c21 = _c17*_c20
+        _c22 = _c21*_c4
+        _c23 = _c10*_c3
+        _c24 = -_c13*_c16 + _c15*_c20*_c3*_p5 - _c23*_p4
+        _c25 = _c23*_c24
+        _c26 = _c21*_c3
+        _c27 = _c26*_c6
+        _c28 = _c10*_c6
+        _c29 = -_c14*_c16 + _c15*_c20*_c6*_p5 - _c28*_p4
+        _c30 = _c23*_c29
+        _c31 = _c18*_c5
+        _c32 = -_c2
+        _c33 = _c3*_c5 + _c32*_c6
+        _c34 = _c26*_c33
+        _c35 = _c3*_c32
+        _c36 = _c10*_c33*_p4 - _c15*_c20*_c33*_p5 + _c16*(-_c12*_c6 + _c13*_c5 + _c14*_c32 - _c35*_qd2)
+        _c37 = _c23*_c36
+        _c38 = _c24*_c28
+        _c39 = _c21*_c7
+        _c40 = _c28*_c29
+        _c41 = _c18*_c32
+        _c42 = _c21*_c33*_c6
+        _c43 = _c28*_c36
+        _c44 = _c11*_c18
+        out[POS[k, 0]] += _c19 + _c22 + _c25
+        out[POS[k, 1]] += _c27 + _c30
+        out[POS[k, 2]] += _c31 - _c34 + _c37
+        out[POS[k, 3]] += _c27 + _c38
+        out[POS[k, 4]] += _c19 + _c39 + _c40
+        out[POS[k, 5]] += _c41 - _c42 + _c43
+        out[POS[k, 6]] += _c11*_c22 + _c11*_c25 + _c2*_c27 + _c2*_c38 - _c44
+        out[POS[k, 7]] += _c11*_c27 + _c11*_c30 - _c18*_c2 + _c2*_c39 + _c2*_c40
+        out[POS[k, 8]] += _c11*_c31 - _c11*_c34 + _c11*_c37 + _c18*_c35 + _c2*_c41 - _c2*_c42 + _c2*_c43 + _c44*_c6
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -1563,8 +1565,7 @@ def phi_q_lam_q(t, q, lam, p, out):
 def force_q(t, q, qd, p, out):
     """Q_q."""
     out[:] = 0.0
-    for k in range(E3_COUNT):
-        _e3_force_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, k, out)
+    _e3_force_q(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_COUNT, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1703,8 +1704,7 @@ def phi_q_lam_q_values(t, q, lam, p, out):
 def force_q_values(t, q, qd, p, out):
     """Values of force_q on its static pattern FORCE_Q_ROWS/COLS."""
     out[:] = 0.0
-    for k in range(E3_COUNT):
-        _e3_force_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_FORCE_Q_POS, k, out)
+    _e3_force_q_values(t, q, qd, p, E3_IQ, E3_IP, E3_IR, E3_FORCE_Q_POS, E3_COUNT, out)
 
 
 @njit(cache=True, error_model="numpy")

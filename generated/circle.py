@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a8be24b124e32ca49ff781585e224142d3582670d38c0135ecc780ce74b1dcb5"
+BODY_HASH = "0f55e54714fd48dccf0634aca7c4557fcb1c9cb1524c596c3b0d1875f9b2ae2a"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

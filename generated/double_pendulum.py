@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b0c84b300c961f54572197bf3338ba1efb23c4ec65c295cb856ff20192b097a1"
+BODY_HASH = "9d5808104a98e10014464a51a51bd29c51f521163b31e59cd9480a756689bd49"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "773837f90b5a4e5b2e806bdb588a5303a8df3a439e3070c6bc602cdaba5876e3"
+BODY_HASH = "8dbede1f2185c1103906a105fc613537bb05a727246af816685a3e2eb053d7f6"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

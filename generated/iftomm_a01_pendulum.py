@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a76c6526eaacea5f071174f51308d57979e853fa0ee063c7b6ae76e0bf20f4f9"
+BODY_HASH = "513e80c747fa950f30e884bff391e970d3598b2c9ca49fd2126aa7909a883a23"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4c27cd4a84689c79"
+COMPILER_HASH = "cf84fd776952f470"
 ABI_HASH = "d4782755ae4fa95d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4d94616523758d1aa5431a0161bffcb415269f503838a2a02a50f34846a06255"
+BODY_HASH = "faf0d5d63000cf4827965f5ccd996f717f07a6d0966bdda5f0da5865996c74c5"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

@@ -34,15 +34,17 @@ def _library_kernels(path) -> dict[str, str]:
 def test_long_element_kernels_come_from_the_library():
     """Every kernel of the committed modules decorated for the library is the library's
     (its text has the digest the compiler wrote; no local fallback); the planar
-    examples have none (every planar type is shorter than the threshold); spatial
-    models share kernels, one object per digest in a process."""
+    examples evaluate their right sides with inlined kernels only (the planar TSDA's
+    Jacobian ``force_q`` is the one planar library kernel); spatial models share
+    kernels, one object per digest in a process."""
     seen: dict[str, object] = {}
     for path in sorted(GENERATED.glob("*.py")):
         kernels = _library_kernels(path)
         module = import_generated(path)
         planar = all(not str(k).startswith("spatial") for k in getattr(module, "BODY_KINDS", ()))
         if planar:
-            assert not kernels, path.name
+            kinds = {n.split("_", 2)[-1] for n in kernels}
+            assert kinds <= {"force_q", "force_q_values"}, path.name
         for name, digest in kernels.items():
             kernel = getattr(module, name)
             assert kernel.py_func.__module__ == f"mbdgen_library_k{digest}", (path.name, name)
@@ -50,7 +52,7 @@ def test_long_element_kernels_come_from_the_library():
             assert seen.setdefault(digest, kernel) is kernel
     flyball = _library_kernels(GENERATED / "iftomm_a05_flyball_governor.py")
     bricard = _library_kernels(GENERATED / "iftomm_a04_bricard.py")
-    assert len(flyball) == 44
+    assert len(flyball) == 64
     assert set(flyball.values()) & set(bricard.values())
 
 
@@ -211,3 +213,83 @@ def test_two_processes_filling_the_library_at_once(tmp_path):
     assert [p.name for p in folder.glob("*.py")] == [f"k{digest}.py"]
     text = (folder / f"k{digest}.py").read_text()
     assert text == library.library_text(source.read_text().splitlines())
+
+
+_CALLER = '''import math
+
+from numba import njit
+
+from mbdgen.runtime.library import library_kernel
+
+
+@library_kernel("{digest}")
+def _e0_k(t, q, out):
+    """An element kernel."""
+    out[0] += math.sin(q[0]) * t
+
+
+@njit(cache=True)
+def loop(t, q, out):
+    for _ in range(3):
+        _e0_k(t, q, out)
+'''
+
+
+def test_a_caller_calls_its_library_kernel_by_symbol_also_from_the_cache(tmp_path):
+    """A loop kernel does not link its library kernels (their code is not in its LLVM
+    module: it calls ``mbdgen_library_<digest>_<types>``); compiled in one process and
+    loaded from Numba's cache in another, it finds the symbol there (the cached
+    caller's ``reload_init``) and gives the same result."""
+    lines = _CALLER.format(digest="0").splitlines()
+    start = lines.index('@library_kernel("0")')
+    digest = library.digest(library.library_text(lines[start : start + 4]))
+    (tmp_path / "kernels_by_symbol.py").write_text(_CALLER.format(digest=digest))
+    code = (
+        "import numpy as np, kernels_by_symbol as m; out = np.zeros(1); "
+        "m.loop(2.0, np.array([0.5]), out); sig = m.loop.signatures[0]; "
+        "llvm = m.loop.inspect_llvm(sig) if m.loop.stats.cache_misses else ''; "
+        f"print(repr(out[0]), sum(m.loop.stats.cache_hits.values()), "
+        f"'mbdgen_library_{digest}_' in llvm, 'mbdgen_library_k{digest}' in llvm)"
+    )
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(tmp_path)}
+    first = run_python(code, env=env, cwd=tmp_path).split()
+    second = run_python(code, env=env, cwd=tmp_path).split()
+    assert first == [repr(3 * np.sin(0.5) * 2.0), "0", "True", "False"]
+    assert second == [repr(3 * np.sin(0.5) * 2.0), "1", "False", "False"]
+
+
+def test_a_library_text_is_compiled_here_where_the_folder_cannot_be_used(tmp_path, monkeypatch):
+    """Where the library folder cannot be read or written, the kernel's own text (which
+    has the digest) is compiled in its module and still called by symbol."""
+    monkeypatch.setattr(library, "_LOADED", {})
+
+    def unusable(name, func):
+        raise OSError("read-only")
+
+    monkeypatch.setattr(library, "_load", unusable)
+    source = tmp_path / "kernels_here.py"
+    source.write_text(_CALLER.format(digest="0"))
+    namespace = {"__name__": "kernels_here"}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    func = namespace["_e0_k"].py_func if hasattr(namespace["_e0_k"], "py_func") else None
+    lines = source.read_text().splitlines()
+    start = lines.index('@library_kernel("0")')
+    digest = library.digest(library.library_text(lines[start : start + 4]))
+    kernel = library.library_kernel(digest)(func)
+    assert isinstance(kernel, library.LibraryKernel) and kernel.py_func is func
+    out = np.zeros(1)
+    kernel(2.0, np.array([0.5]), out)
+    assert out[0] == np.sin(0.5) * 2.0
+
+
+def test_a_library_kernel_pickles_as_itself():
+    """Numba pickles a loop kernel's globals with it when the loop kernel is a
+    first-class argument (the cache index of ``rt.iteration_matrix``): a library kernel
+    comes back as this process's own."""
+    import pickle
+
+    module = import_generated(GENERATED / "welch_pendulum3d.py")
+    digest, name = next(iter(_DECORATED.findall((GENERATED / "welch_pendulum3d.py").read_text())))
+    kernel = getattr(module, name)
+    assert isinstance(kernel, library.LibraryKernel) and kernel.name == digest
+    assert pickle.loads(pickle.dumps(kernel)) is kernel

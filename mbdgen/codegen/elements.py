@@ -55,6 +55,9 @@ class Call:
     count: str
     callee: str
     args: tuple[str, ...]
+    #: the callee loops over the instances itself (a library kernel): one call, with the
+    #: count where a per-instance call has ``k``
+    looped: bool = False
 
 
 @dataclass(frozen=True)
@@ -298,14 +301,15 @@ def _type_kernels(
 
 INLINE = '@njit(cache=True, inline="always", error_model="numpy")'
 #: An element kernel of at least this many statements is compiled once per installation
-#: in mbdgen's kernel library (:mod:`mbdgen.runtime.library`), not inlined into the
-#: model's loop kernels.  Every planar type is shorter (the longest, Andrews' TSDA
-#: ``force_q``, 70 statements);
-#: the spatial types' Jacobian blocks are 100-1500 statements, 88 % of the flyball
-#: governor's element code.  A call per instance costs nothing next to such a body
-#: (the flyball's ``dynamics_values`` and ``force_q_values`` per evaluation: within
-#: noise of the inlined module's, measured in the design notes).
-LIBRARY_STATEMENTS = 100
+#: in mbdgen's kernel library (:mod:`mbdgen.runtime.library`), looping over its
+#: instances itself and called by symbol, not inlined into the model's loop kernels.
+#: Planar right sides stay inlined (the longest planar per-evaluation kernel, the
+#: revolute joint's ``dynamics``, has 45 statements; the planar TSDA's Jacobian
+#: ``force_q``, 70, goes to the library); a spatial model's loop kernels become calls
+#: (the flyball governor: 64 of its 99 element kernels).  Measured at 50 against 100
+#: (design notes): the flyball's first Newmark-GCP step 11.7 → 5.7 s from a new model
+#: file, per-step cost of the spatial examples within noise.
+LIBRARY_STATEMENTS = 50
 
 
 def _statements(code: KernelCode) -> int:
@@ -314,13 +318,20 @@ def _statements(code: KernelCode) -> int:
 
 def library_decorated(code: KernelCode) -> KernelCode:
     """``code`` with the decorator of a library kernel (:data:`LIBRARY_STATEMENTS` or
-    more statements: ``@rt.library_kernel("<digest of its library module>")``), else
-    inlined into the loop kernels (:data:`INLINE`)."""
+    more statements: ``@rt.library_kernel("<digest of its library module>")``), looping
+    over the instances itself (its argument ``k`` becomes the count), else inlined into
+    the loop kernels (:data:`INLINE`)."""
     if _statements(code) < LIBRARY_STATEMENTS:
         return dataclasses.replace(code, decorator=INLINE)
-    text = render_kernel(dataclasses.replace(code, decorator=INLINE))
+    looped = dataclasses.replace(
+        code,
+        args=tuple("count" if a == "k" else a for a in code.args),
+        doc=code.doc.replace("of one instance k", "of instances k < count"),
+        loop="count",
+    )
+    text = render_kernel(dataclasses.replace(looped, decorator=INLINE))
     name = library.digest(library.library_text(text.splitlines()))
-    return dataclasses.replace(code, decorator=f'@rt.library_kernel("{name}")')
+    return dataclasses.replace(looped, decorator=f'@rt.library_kernel("{name}")')
 
 
 def _data(esys: ElementSystem) -> dict[str, np.ndarray]:
@@ -465,6 +476,7 @@ def render_element_module(
         codes, used = _type_kernels(ts, printer, cache)
         element_kernels += codes
         per_type.append((ts, used))
+    looped = {c.name for c in element_kernels if c.loop}
 
     def calls(kernel: str, inputs: tuple[str, ...], outs: tuple[str, ...]) -> tuple[Call, ...]:
         out = []
@@ -486,7 +498,11 @@ def render_element_module(
                 tables += (f"{pre}_{block.upper()}_POS",)
             if kernel == "reactions":
                 tables += (f"{pre}_RR",)
-            out.append(Call(f"{pre}_COUNT", used[kernel], inputs + tables + ("k",) + outs))
+            callee, count = used[kernel], pre + "_COUNT"
+            if callee in looped:
+                out.append(Call(count, callee, (*inputs, *tables, count, *outs), True))
+            else:
+                out.append(Call(count, callee, (*inputs, *tables, "k", *outs)))
         return tuple(out)
 
     loops: list[LoopKernel] = []

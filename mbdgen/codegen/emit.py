@@ -79,6 +79,9 @@ class KernelCode:
     assignments: tuple[Statement, ...]
     prologue: tuple[Statement, ...] = ()
     decorator: str = JIT
+    #: an element kernel that loops over the instances itself: the name of its count
+    #: argument (``for k in range(count)`` around the body), else ""
+    loop: str = ""
 
 
 def _symbol_names(system: SymbolicSystem) -> dict[sp.Symbol, str]:
