@@ -155,7 +155,7 @@ def _register(name: str, argtys: tuple[Any, ...]) -> Any:
         if cres is not None:
             return cres
         kernel = _LOADED.get(name)
-        if kernel is None:  # its module was imported before any of its callers ran
+        if kernel is None:  # cannot be: a caller's module loads its library kernels on import
             raise RuntimeError(f"library kernel {name} is not loaded in this process")
         dispatcher = kernel.dispatcher
         dispatcher.compile(argtys)
