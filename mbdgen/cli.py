@@ -308,7 +308,12 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
 @click.option(
     "--method", default="abm", show_default=True, help="Integration method (`mbdgen methods`)."
 )
-@click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
+@click.option(
+    "--order",
+    default=None,
+    type=int,
+    help="Adams–Bashforth order k (default 4; vabm: the highest order, default 12).",
+)
 @click.option(
     "--h",
     "h",
@@ -1271,7 +1276,12 @@ def entry() -> None:
 @click.option(
     "--method", default="abm", show_default=True, help="Integration method (`mbdgen methods`)."
 )
-@click.option("--order", default=None, type=int, help="Adams–Bashforth order k (default 4).")
+@click.option(
+    "--order",
+    default=None,
+    type=int,
+    help="Adams–Bashforth order k (default 4; vabm: the highest order, default 12).",
+)
 @click.option("--h", "h", default=1e-3, show_default=True, type=float, help="Step.")
 @click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
 @click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")

@@ -274,8 +274,8 @@ METHODS: dict[str, Method] = {
             "adaptive",
             "vabm_chunk",
             "variable step and order ABM PECE with error control, dense output (Haug 1989 "
-            "§7.4.4; Shampine & Gordon's DE); k is the highest order",
-            (1, 2, 3, 4, 5),
+            "§7.4.4; Shampine & Gordon's DE); k is the highest order, up to DE's 12",
+            tuple(range(1, 13)),
             "am+1",
         ),
         Method(

@@ -50,34 +50,63 @@ def test_order_ramp_start_limits_adams_bashforth_to_order_two(pendulum, pendulum
     assert abs(slope - 2.0) <= 0.2, (slope, errors)
 
 
-@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
-def test_variable_step_method_meets_its_tolerance(pendulum, method):
-    """vabm (Haug 1989 §7.4.4): the error at 1001 output times, against the reduced
-    ODE, is proportional to the tolerance (measured 1.6, 1.2, 1.3 × tol for 1e-6,
-    1e-8, 1e-10) and the step count grows (501, 1059, 2305 steps).
-
-    RKF45 with step-size control controls the error per step (of the fourth-order
-    solution, while it keeps the fifth): its global error is 45, 41, 62 × tol, in
-    125, 308, 773 steps; bound 100 × tol.  The cubic Hermite dense output is not what
-    limits it (outputs every 0.5 s instead of 0.01 s: 45, 35, 53 × tol).
-    """
+@pytest.fixture(scope="module")
+def pendulum_solution(pendulum):
+    """The pendulum's angle from its reduced ODE, SciPy's RK45 at rtol = atol = 1e-13."""
     m, J, l, g = pendulum.P_DEFAULT
-    sol = solve_ivp(
+    return solve_ivp(
         lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
         (0.0, 10.0),
         [0.0, 0.0],
         rtol=1e-13,
         atol=1e-13,
         dense_output=True,
-    )
+    ).sol
+
+
+@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
+def test_variable_step_method_meets_its_tolerance(pendulum, pendulum_solution, method):
+    """vabm (Haug 1989 §7.4.4) with orders up to 5 (AB 5 / AM 6, Haug's tables): the
+    error at 1001 output times, against the reduced ODE, is proportional to the
+    tolerance (measured 1.6, 1.2, 1.3 × tol for 1e-6, 1e-8, 1e-10) and the step count
+    grows (501, 1059, 2305 steps).  Orders up to 12 (the default): next test.
+
+    RKF45 with step-size control controls the error per step (of the fourth-order
+    solution, while it keeps the fifth): its global error is 45, 41, 62 × tol, in
+    125, 308, 773 steps; bound 100 × tol.  The cubic Hermite dense output is not what
+    limits it (outputs every 0.5 s instead of 0.01 s: 45, 35, 53 × tol).
+    """
+    order = 5 if method == "vabm" else None
     steps = []
     for tol in (1e-6, 1e-8, 1e-10):
-        r = mbdgen.simulate(pendulum, method, None, 0.01, 10.0, rtol=tol, atol=tol)
+        r = mbdgen.simulate(pendulum, method, order, 0.01, 10.0, rtol=tol, atol=tol)
         assert len(r) == 1001 and r.t[-1] == pytest.approx(10.0)
-        error = np.abs(r.q[:, 2] - sol.sol(r.t)[0]).max()
+        error = np.abs(r.q[:, 2] - pendulum_solution(r.t)[0]).max()
         assert 0.1 * tol < error < (10 if method == "vabm" else 100) * tol
         steps.append(r.counters["steps"])
     assert steps == sorted(steps) and steps[0] < steps[-1] / 3
+
+
+def test_vabm_up_to_order_12_takes_fewer_steps(pendulum, pendulum_solution):
+    """vabm with DE's orders up to 12 (the default) on the same pendulum: the order
+    climbs to 12, the error stays below the tolerance and falls with it (measured
+    0.30, 0.15, 0.08 × tol for 1e-6, 1e-8, 1e-10: a high order's estimate is more
+    cautious than k ≤ 5's, so the error falls faster than the tolerance), in 268, 395,
+    551 steps against 501, 1059, 2305 at k ≤ 5 (1.9, 2.7, 4.2 times fewer).  Bounds:
+    error < tol and > 0.01 tol, at least 1.5, 2 and 3 times fewer steps, no rejection."""
+    assert get_method("vabm").default_order == 12
+    errors = []
+    for tol, fewer in ((1e-6, 1.5), (1e-8, 2.0), (1e-10, 3.0)):
+        runs = [
+            mbdgen.simulate(pendulum, "vabm", k, 0.01, 10.0, rtol=tol, atol=tol) for k in (5, None)
+        ]
+        low, high = (r.counters for r in runs)
+        assert high["highest_order"] == 12 and high["rejected_steps"] == 0
+        assert low["steps"] >= fewer * high["steps"], (low["steps"], high["steps"])
+        error = np.abs(runs[1].q[:, 2] - pendulum_solution(runs[1].t)[0]).max()
+        assert 0.01 * tol < error < tol
+        errors.append(error)
+    assert errors == sorted(errors, reverse=True)
 
 
 # -- the slider-crank (Wu et al. 2000 Eqs. 35-37, Welch et al. 2007 Eqs. 71-76) -------

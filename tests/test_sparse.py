@@ -303,8 +303,10 @@ def test_sparse_time_loop_allocates_nothing_per_step():
     """DESIGN rule 1 on the sparse path: the planar chain's entry points use the sparse
     index-1 right side, and Numba's allocation counter does not grow with the number
     of steps: fixed-step ABM over 10 and 2000 steps (one chunk), variable-step ABM
-    with the same 6 outputs at two tolerances (29 and ~270 steps).  The allocations
-    there are come from wrapping the arguments once per call."""
+    with the same 6 outputs at two tolerances (29 and ~270 steps; orders up to 5,
+    since up to 12 the tight tolerance takes only 128 steps against 28, too few for
+    the test's 5×).  The allocations there are come from wrapping the arguments once
+    per call."""
     code = """
 import json, mbdgen
 from numba.core.runtime import _nrt_python, rtsys
@@ -317,9 +319,9 @@ for method, keywords in (
     ("abm", dict(h=1e-3, t_end=0.01)),
     ("abm", dict(h=1e-3, t_end=0.01)),
     ("abm", dict(h=1e-3, t_end=2.0)),
-    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4)),
-    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4)),
-    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-10, atol=1e-10)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4, order=5)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4, order=5)),
+    ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-10, atol=1e-10, order=5)),
 ):
     before = rtsys.get_allocation_stats().alloc
     r = mbdgen.simulate(m, method=method, **keywords)
