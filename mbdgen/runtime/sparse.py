@@ -424,9 +424,84 @@ def kkt_factor(plan: KktPlan, val: np.ndarray) -> int:
         inv = 1.0 / piv
         lo = ptr[k]
         hi = ptr[k + 1]
+        u = plan.upd_ptr[k]
+        d = hi - lo
+        # pivots with 2-4 neighbours (nearly all, on chains and trees) unrolled: a loop
+        # of trip count 2-4 costs more in its set-up than its updates; the same
+        # operations in the same order as the general loop below, so the same values
+        if d == 2:
+            l0 = val[N + lo] * inv
+            l1 = val[N + lo + 1] * inv
+            val[N + lo] = l0
+            val[N + lo + 1] = l1
+            u0 = val[N + nnz + lo]
+            u1 = val[N + nnz + lo + 1]
+            if l0 != 0.0:
+                val[upd[u]] -= l0 * u0
+                val[upd[u + 1]] -= l0 * u1
+            if l1 != 0.0:
+                val[upd[u + 2]] -= l1 * u0
+                val[upd[u + 3]] -= l1 * u1
+            continue
+        if d == 3:
+            l0 = val[N + lo] * inv
+            l1 = val[N + lo + 1] * inv
+            l2 = val[N + lo + 2] * inv
+            val[N + lo] = l0
+            val[N + lo + 1] = l1
+            val[N + lo + 2] = l2
+            u0 = val[N + nnz + lo]
+            u1 = val[N + nnz + lo + 1]
+            u2 = val[N + nnz + lo + 2]
+            if l0 != 0.0:
+                val[upd[u]] -= l0 * u0
+                val[upd[u + 1]] -= l0 * u1
+                val[upd[u + 2]] -= l0 * u2
+            if l1 != 0.0:
+                val[upd[u + 3]] -= l1 * u0
+                val[upd[u + 4]] -= l1 * u1
+                val[upd[u + 5]] -= l1 * u2
+            if l2 != 0.0:
+                val[upd[u + 6]] -= l2 * u0
+                val[upd[u + 7]] -= l2 * u1
+                val[upd[u + 8]] -= l2 * u2
+            continue
+        if d == 4:
+            l0 = val[N + lo] * inv
+            l1 = val[N + lo + 1] * inv
+            l2 = val[N + lo + 2] * inv
+            l3 = val[N + lo + 3] * inv
+            val[N + lo] = l0
+            val[N + lo + 1] = l1
+            val[N + lo + 2] = l2
+            val[N + lo + 3] = l3
+            u0 = val[N + nnz + lo]
+            u1 = val[N + nnz + lo + 1]
+            u2 = val[N + nnz + lo + 2]
+            u3 = val[N + nnz + lo + 3]
+            if l0 != 0.0:
+                val[upd[u]] -= l0 * u0
+                val[upd[u + 1]] -= l0 * u1
+                val[upd[u + 2]] -= l0 * u2
+                val[upd[u + 3]] -= l0 * u3
+            if l1 != 0.0:
+                val[upd[u + 4]] -= l1 * u0
+                val[upd[u + 5]] -= l1 * u1
+                val[upd[u + 6]] -= l1 * u2
+                val[upd[u + 7]] -= l1 * u3
+            if l2 != 0.0:
+                val[upd[u + 8]] -= l2 * u0
+                val[upd[u + 9]] -= l2 * u1
+                val[upd[u + 10]] -= l2 * u2
+                val[upd[u + 11]] -= l2 * u3
+            if l3 != 0.0:
+                val[upd[u + 12]] -= l3 * u0
+                val[upd[u + 13]] -= l3 * u1
+                val[upd[u + 14]] -= l3 * u2
+                val[upd[u + 15]] -= l3 * u3
+            continue
         for t in range(lo, hi):
             val[N + t] *= inv
-        u = plan.upd_ptr[k]
         for s in range(lo, hi):
             ls = val[N + s]
             if ls == 0.0:
