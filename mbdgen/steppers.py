@@ -232,6 +232,7 @@ class Stepper:
             return index1.sparse_workspace(
                 run.n, run.m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS,
                 module.PHI_Q_COLS, run.removed.active, plan=_index1_plan(module),
+                pair=index1.module_pair_plan(module),
             )  # fmt: skip
         return index1.workspace(run.n, run.m, run.removed.active)
 

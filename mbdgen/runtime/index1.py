@@ -21,7 +21,7 @@ weight of exactly 1.0 leaves the arithmetic bit for bit unchanged.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -31,6 +31,7 @@ from mbdgen.runtime.sparse import (
     REFINE_GROWTH,
     REFINE_PIVOT_GROWTH,
     KktPlan,
+    PairPlan,
     SchurPlan,
     kkt_assemble,
     kkt_factor,
@@ -39,7 +40,12 @@ from mbdgen.runtime.sparse import (
     kkt_refine,
     kkt_rhs,
     kkt_solve,
+    no_pair_plan,
     no_schur_plan,
+    pair_factor,
+    pair_plan,
+    pair_refine,
+    pair_solve,
     schur_factor,
     schur_plan,
     schur_refine,
@@ -174,6 +180,47 @@ class SparseWorkspace(NamedTuple):
     sdiag: np.ndarray
     rhs0: np.ndarray  # the right side, kept for iterative refinement
     res: np.ndarray
+    pair: PairPlan  # the block Schur solve over a diagonal M (used first)
+    hinv: np.ndarray
+    hclu: np.ndarray
+    pseg: np.ndarray
+    pblk: np.ndarray
+    plsave: np.ndarray
+    pdiag: np.ndarray
+    py: np.ndarray
+    pacc: np.ndarray
+
+
+def module_pair_plan(module: Any) -> PairPlan:
+    """The generated ``module``'s :func:`~mbdgen.runtime.sparse.pair_plan`, computed once
+    per module object (planning costs 0.7 ms at n + m = 40, 25 ms at 5000: too much
+    for every run)."""
+    plan = getattr(module, "_mbdgen_pair_plan", None)
+    if plan is None:
+        plan = pair_plan(
+            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
+            module.PHI_Q_ROWS, module.PHI_Q_COLS,
+        )  # fmt: skip
+        module._mbdgen_pair_plan = plan
+    return plan
+
+
+def pair_arrays(pp: PairPlan) -> tuple[np.ndarray, ...]:
+    """The value arrays of :func:`~mbdgen.runtime.sparse.pair_factor` for a plan:
+    (H⁻¹, H⁻¹ per cluster, segments, blocks, L blocks before scaling, S's diagonal,
+    the solve's work arrays)."""
+    G = max(pp.groups, 1)
+    nc = pp.clu_j.shape[0]
+    return (
+        np.zeros(pp.n if pp.ok else 0),
+        np.zeros((nc, 3)),
+        np.zeros((pp.seg_g.shape[0], 2, 3)),
+        np.zeros((pp.blocks if pp.ok else 0, 2, 2)),
+        np.zeros((int(pp.ptr[-1]), 2, 2)),
+        np.zeros((G, 2)),
+        np.zeros((G, 2)),
+        np.zeros((nc, 3)),
+    )
 
 
 def sparse_workspace(
@@ -186,12 +233,15 @@ def sparse_workspace(
     active: np.ndarray | None = None,
     plan: KktPlan | None = None,
     schur: bool | SchurPlan = False,
+    pair: bool | PairPlan = True,
 ) -> SparseWorkspace:
     """The workspace of :func:`index1_rhs_sparse` for the given static patterns
     (``plan``: a :func:`~mbdgen.runtime.sparse.kkt_plan` of them, to reuse one;
     ``schur``: True (or a :func:`~mbdgen.runtime.sparse.schur_plan` of them) to solve
     by the Schur complement where it applies; off by default, since it is not yet
-    faster per step than the KKT LU — see the design notes)."""
+    faster per step than the KKT LU — see the design notes; ``pair``: the 2 × 2 block
+    Schur solve of :func:`~mbdgen.runtime.sparse.pair_plan`, on by default where M is
+    diagonal, and tried before either)."""
     weights = row_weights(m, active)
     if plan is None:
         plan = kkt_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
@@ -201,6 +251,12 @@ def sparse_workspace(
         sp = schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols, plan)
     else:  # no Schur solve; the plan keeps the patterns for kkt_refine
         sp = no_schur_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
+    if isinstance(pair, PairPlan):
+        pp = pair
+    elif pair:
+        pp = pair_plan(n, m, mass_rows, mass_cols, phi_q_rows, phi_q_cols)
+    else:
+        pp = no_pair_plan(n, m)
     return SparseWorkspace(
         np.zeros(len(mass_rows)),
         np.zeros(n),
@@ -221,20 +277,26 @@ def sparse_workspace(
         np.zeros(m),
         np.zeros(n + m),
         np.zeros(n + m),
+        pp,
+        *pair_arrays(pp),
     )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
     """Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 on the sparse pattern (same contract
     as :func:`solve_index1`): ``ws.b`` ← [q̈; λ]; returns (status, ‖Φ‖₂, ‖Φ̇‖₂)."""
-    plan = ws.plan
+    # a plan (a tuple of arrays) is bound to a name only in the branch that uses it:
+    # each binding costs a reference-count update per array (0.4 µs per evaluation
+    # for the three plans bound at the top, measured on the 8-link chain)
+    a_rows = ws.plan.a_rows
+    a_cols = ws.plan.a_cols
     b = ws.b
     phid = ws.work  # Φ_q q̇ + Φ_t, before the solve uses work
     for i in range(m):
         phid[i] = ws.phi_t[i]
-    for e in range(plan.a_rows.shape[0]):
-        phid[plan.a_rows[e]] += ws.phi_q[e] * qd[plan.a_cols[e]]
+    for e in range(a_rows.shape[0]):
+        phid[a_rows[e]] += ws.phi_q[e] * qd[a_cols[e]]
     phi2 = 0.0
     phid2 = 0.0
     for i in range(n):
@@ -244,8 +306,25 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
         b[n + i] = w * (ws.gamma[i] - 2.0 * alpha * phid[i] - beta2 * ws.phi[i])
         phi2 += ws.phi[i] * ws.phi[i]
         phid2 += phid[i] * phid[i]
-    sp = ws.schur
-    if sp.ok:
+    if ws.pair.ok:
+        pp = ws.pair
+        status, growth = pair_factor(
+            pp, ws.mass, ws.phi_q, ws.active, ws.hinv, ws.hclu, ws.pseg, ws.pblk, ws.plsave,
+            ws.pdiag,
+        )  # fmt: skip
+        if status == OK:
+            refine = growth > REFINE_GROWTH
+            if refine:
+                ws.rhs0[:] = b
+            pair_solve(pp, ws.active, ws.hinv, ws.hclu, ws.pseg, ws.pblk, b, ws.py, ws.pacc)
+            if refine:
+                pair_refine(
+                    pp, ws.mass, ws.phi_q, ws.active, a_rows, a_cols, ws.hinv,
+                    ws.hclu, ws.pseg, ws.pblk, ws.rhs0, b, ws.res, ws.py, ws.pacc,
+                )  # fmt: skip
+            return status, math.sqrt(phi2), math.sqrt(phid2)
+    if ws.schur.ok:
+        sp = ws.schur
         status, growth = schur_factor(
             sp, ws.mass, ws.phi_q, ws.active, ws.bval, ws.wval, ws.sval, ws.wrow, ws.sdiag
         )
@@ -261,6 +340,7 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
                 )  # fmt: skip
             return status, math.sqrt(phi2), math.sqrt(phid2)
     # the general LU of K, refined once where its pivots grew (Li & Demmel 1998)
+    plan = ws.plan
     kkt_assemble(plan, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val, ws.wrow)
     N = n + m
     diag0 = ws.res  # free until a refinement step needs it
@@ -275,8 +355,8 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
         kkt_solve(plan, ws.val, b, ws.work)
         if refine:
             kkt_refine(
-                plan, sp.h_rows, sp.h_cols, ws.mass, ws.phi_q, ws.phi_q, ws.active, ws.val,
-                ws.wrow, ws.rhs0, b, ws.res, ws.work,
+                plan, ws.schur.h_rows, ws.schur.h_cols, ws.mass, ws.phi_q, ws.phi_q,
+                ws.active, ws.val, ws.wrow, ws.rhs0, b, ws.res, ws.work,
             )  # fmt: skip
     return status, math.sqrt(phi2), math.sqrt(phid2)
 

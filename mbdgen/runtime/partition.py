@@ -42,9 +42,14 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
-from mbdgen.runtime.index1 import solve_index1, solve_index1_sparse, sparse_workspace
+from mbdgen.runtime.index1 import (
+    module_pair_plan,
+    solve_index1,
+    solve_index1_sparse,
+    sparse_workspace,
+)
 from mbdgen.runtime.linalg import lu_solve_inplace
-from mbdgen.runtime.sparse import KktPlan, SchurPlan
+from mbdgen.runtime.sparse import KktPlan, PairPlan, SchurPlan
 from mbdgen.runtime.status import NEWTON_FAILED, OK, REPARTITION, SINGULAR
 
 # ``ctrl`` slots (after Baumgarte's α = ctrl[0], β = ctrl[1]).
@@ -702,6 +707,15 @@ class GcpSparseWorkspace(NamedTuple):
     sdiag: np.ndarray
     rhs0: np.ndarray
     res: np.ndarray
+    pair: PairPlan
+    hinv: np.ndarray
+    hclu: np.ndarray
+    pseg: np.ndarray
+    pblk: np.ndarray
+    plsave: np.ndarray
+    pdiag: np.ndarray
+    py: np.ndarray
+    pacc: np.ndarray
 
 
 def gcp_sparse_workspace(
@@ -713,8 +727,9 @@ def gcp_sparse_workspace(
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     lu_plan = phi_u_plan(m, module.PHI_Q_ROWS, module.PHI_Q_COLS, row_of, col_of)
     base = sparse_workspace(
-        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, plan=kkt
-    )
+        n, m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS, module.PHI_Q_COLS, plan=kkt,
+        pair=module_pair_plan(module),
+    )  # fmt: skip
     return GcpSparseWorkspace(
         base.mass, base.force, base.phi, base.phi_q, base.phi_t, base.gamma, base.active,
         kkt, np.array(q0, dtype=np.float64), np.array(qd0, dtype=np.float64),
@@ -722,6 +737,8 @@ def gcp_sparse_workspace(
         base.val, base.b, base.work, base.wrow,
         lu_plan, np.zeros(max(lu_plan.size, 1)), np.zeros(m), np.zeros(m),
         base.schur, base.bval, base.wval, base.sval, base.sdiag, base.rhs0, base.res,
+        base.pair, base.hinv, base.hclu, base.pseg, base.pblk, base.plsave, base.pdiag,
+        base.py, base.pacc,
     )  # fmt: skip
 
 

@@ -40,9 +40,16 @@ Two additions for the index-1 system (B = Aᵀ, H = M symmetric):
    block, S = A H⁻¹ Aᵀ on a planned pattern, sparse LDLᵀ of S.  Opt-in: not yet faster
    per step than the LU here (design notes).
 5. **Iterative refinement** (Li & Demmel 1998, static pivoting + refinement):
-   :func:`kkt_refine` / :func:`schur_refine` take one step x += K⁻¹(b − K x) when the
-   pivots grew (:func:`kkt_pivot_growth` > ``REFINE_PIVOT_GROWTH``; the Schur
-   factorization's growth > ``REFINE_GROWTH``).
+   :func:`kkt_refine` / :func:`schur_refine` / :func:`pair_refine` take one step
+   x += K⁻¹(b − K x) when the pivots grew (:func:`kkt_pivot_growth` >
+   ``REFINE_PIVOT_GROWTH``; a Schur factorization's growth > ``REFINE_GROWTH``).
+6. **Schur complement in 2 × 2 blocks** (:func:`pair_plan`, :func:`pair_factor`,
+   :func:`pair_solve`) where H is diagonal (planar bodies in centroidal coordinates):
+   the rows of A in pairs (a planar joint's two rows), the coordinates in clusters of
+   three (a body's x, y, φ), S = A H⁻¹ Aᵀ assembled from 2 × 3 segments and factored
+   as a block L D Lᵀ on the group graph, every block operation straight-line code.
+   On by default for the index-1 system, before the LU: a link of a planar chain
+   costs a few block operations instead of ≈ 70 indirect scalar ones (design notes).
 """
 
 from __future__ import annotations
@@ -1081,13 +1088,21 @@ def schur_refine(
     solve applies), x += K⁻¹ res with the Schur factors."""
     # the plan's arrays as locals: a tuple field read inside a loop costs a
     # reference-count update per read
-    a_cols = plan.a_cols
-    a_rows = plan.a_rows
-    h_cols = plan.h_cols
-    h_rows = plan.h_rows
-    m = plan.m
     n = plan.n
-    m = m
+    m = plan.m
+    _index1_residual(
+        n, m, plan.h_rows, plan.h_cols, h_val, plan.a_rows, plan.a_cols, a_val, active, rhs0,
+        x, res,
+    )  # fmt: skip
+    schur_solve(plan, a_val, active, bval, wval, sval, wrow, res, work)
+    for k in range(n + m):
+        x[k] += res[k]
+
+
+@njit(cache=True, inline="always")
+def _index1_residual(n, m, h_rows, h_cols, h_val, a_rows, a_cols, a_val, active, rhs0, x, res):
+    """res = rhs0 − K x for K = [[H, Aᵀ], [A, 0]] from the values on the patterns
+    (row i of A with weight ``active[i]``; S_ii = 1 − active[i] on a removed row)."""
     for k in range(n + m):
         res[k] = rhs0[k]
     for e in range(h_val.shape[0]):
@@ -1100,9 +1115,6 @@ def schur_refine(
         res[n + i] -= w * x[j]
     for i in range(m):
         res[n + i] -= (1.0 - active[i]) * x[n + i]
-    schur_solve(plan, a_val, active, bval, wval, sval, wrow, res, work)
-    for k in range(n + m):
-        x[k] += res[k]
 
 
 @njit(cache=True)
@@ -1158,3 +1170,430 @@ def kkt_pivot_growth(plan: KktPlan, diag0: np.ndarray, val: np.ndarray) -> float
             if abs(diag0[k]) > growth * d:
                 growth = abs(diag0[k]) / d
     return growth
+
+
+# ---------------------------------------------------------------------------------------
+# Schur complement in 2 × 2 blocks over a diagonal H (planar absolute coordinates)
+# ---------------------------------------------------------------------------------------
+
+
+class PairPlan(NamedTuple):
+    """Static structure of the Schur-complement solve of K = [[H, Aᵀ], [A, 0]] when H
+    is diagonal (planar bodies in centroidal coordinates, point masses), in small dense
+    blocks.
+
+    The rows of A are taken in pairs (2g, 2g + 1), a "group" g (a planar joint's two
+    rows are one group; an odd m gets a padding row, S = 1 there).  The coordinates
+    that the same groups touch form clusters of at most 3 (a planar body's x, y, φ):
+    coordinates ``clu_j[c]`` (−1: padding).  A segment s is the 2 × 3 part of A in the
+    rows of group ``seg_g[s]`` and the columns of cluster ``seg_c[s]``: the entries
+    ``seg_e[s]`` (−1: none).  S = A H⁻¹ Aᵀ is a block matrix on the group graph
+    (groups sharing a coordinate), ordered by minimum degree (``perm``, ``iperm``;
+    ``seg_k`` = iperm of the segment's group) and factored as block L D Lᵀ: blocks
+    0 … G − 1 are the diagonal (D⁻¹ after the factorization), block G + t the t-th
+    stored L block, column k's below-diagonal blocks in rows ``nbr[ptr[k]:ptr[k + 1]]``.
+    ``tri_*``: S's assembly, S[tri_t] += a_{tri_s1} H⁻¹_{cluster} a_{tri_s2}ᵀ;
+    ``upd_*``: the factor's updates S[upd_t] −= L[upd_a] D S[upd_c]ᵀ.  ``ok`` False: H
+    is not diagonal (the plan is empty and unused).
+    """
+
+    ok: bool
+    n: int
+    m: int
+    groups: int
+    h_coord: np.ndarray  # coordinate of each entry of H's pattern
+    clu_j: np.ndarray  # (clusters, 3)
+    seg_g: np.ndarray
+    seg_k: np.ndarray
+    seg_c: np.ndarray
+    seg_e: np.ndarray  # (segments, 2, 3)
+    perm: np.ndarray
+    iperm: np.ndarray
+    ptr: np.ndarray
+    nbr: np.ndarray
+    tri_t: np.ndarray
+    tri_s1: np.ndarray
+    tri_s2: np.ndarray
+    tri_c: np.ndarray
+    upd_ptr: np.ndarray
+    upd_a: np.ndarray
+    upd_c: np.ndarray
+    upd_t: np.ndarray
+
+    @property
+    def blocks(self) -> int:
+        return self.groups + int(self.ptr[-1])
+
+
+def no_pair_plan(n: int, m: int) -> PairPlan:
+    """A plan with ``ok`` False (no block Schur solve)."""
+    z = np.zeros(0, dtype=np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    return PairPlan(
+        False, n, m, 0, z, np.zeros((0, 3), dtype=np.int64), z, z, z,
+        np.zeros((0, 2, 3), dtype=np.int64), z, z, one, z, z, z, z, z, one, z, z, z,
+    )  # fmt: skip
+
+
+def pair_plan(
+    n: int, m: int, h_rows: np.ndarray, h_cols: np.ndarray, a_rows: np.ndarray, a_cols: np.ndarray
+) -> PairPlan:
+    """Plan :func:`pair_factor` / :func:`pair_solve` for K = [[H, Aᵀ], [A, 0]] with H
+    diagonal (every coordinate on it once, nothing off it); ``ok`` False otherwise.
+    Deterministic: the same patterns give the same plan."""
+    h_rows = np.asarray(h_rows, dtype=np.int64)
+    h_cols = np.asarray(h_cols, dtype=np.int64)
+    a_rows = np.asarray(a_rows, dtype=np.int64)
+    a_cols = np.asarray(a_cols, dtype=np.int64)
+    if (
+        n == 0
+        or m == 0
+        or h_rows.size != n
+        or np.any(h_rows != h_cols)
+        or set(h_rows.tolist()) != set(range(n))
+    ):
+        return no_pair_plan(n, m)
+    G = (m + 1) // 2
+    groups_of: list[set[int]] = [set() for _ in range(n)]
+    for i, j in zip(a_rows.tolist(), a_cols.tolist(), strict=True):
+        groups_of[j].add(i // 2)
+    by_set: dict[tuple[int, ...], list[int]] = {}
+    for j in range(n):
+        if groups_of[j]:
+            by_set.setdefault(tuple(sorted(groups_of[j])), []).append(j)
+    clusters: list[list[int]] = []
+    for js in sorted(by_set.values()):
+        clusters += [js[t : t + 3] for t in range(0, len(js), 3)]
+    clu_j = np.full((len(clusters), 3), -1, dtype=np.int64)
+    clu_of = np.full(n, -1, dtype=np.int64)
+    slot_of = np.zeros(n, dtype=np.int64)
+    for c, js in enumerate(clusters):
+        for t, j in enumerate(js):
+            clu_j[c, t] = j
+            clu_of[j] = c
+            slot_of[j] = t
+    seg_at: dict[tuple[int, int], np.ndarray] = {}
+    for e, (i, j) in enumerate(zip(a_rows.tolist(), a_cols.tolist(), strict=True)):
+        key = (int(clu_of[j]), i // 2)
+        seg_at.setdefault(key, np.full((2, 3), -1, dtype=np.int64))[i % 2, slot_of[j]] = e
+    keys = sorted(seg_at)  # by cluster, then group
+    seg_c = [k[0] for k in keys]
+    seg_g = [k[1] for k in keys]
+    segs_of: list[list[int]] = [[] for _ in clusters]
+    for s, c in enumerate(seg_c):
+        segs_of[c].append(s)
+    adj: list[set[int]] = [set() for _ in range(G)]
+    for ss in segs_of:
+        gs = {seg_g[s] for s in ss}
+        for g in gs:
+            adj[g] |= gs
+    for g in range(G):
+        adj[g].discard(g)
+    perm, struct = _order(G, 0, adj, [])
+    iperm, ptr, cols = _structure(perm, struct)
+    where = [{r: t for t, r in enumerate(c)} for c in cols]
+
+    def bpos(k1: int, k2: int) -> int:
+        r, c = max(k1, k2), min(k1, k2)
+        return r if r == c else G + int(ptr[c]) + where[c][r]
+
+    tri_t, tri_s1, tri_s2, tri_c = [], [], [], []
+    for c, ss in enumerate(segs_of):
+        for s1 in ss:
+            for s2 in ss:
+                k1, k2 = int(iperm[seg_g[s1]]), int(iperm[seg_g[s2]])
+                if k1 >= k2:
+                    tri_t.append(bpos(k1, k2))
+                    tri_s1.append(s1)
+                    tri_s2.append(s2)
+                    tri_c.append(c)
+    upd_ptr = np.zeros(G + 1, dtype=np.int64)
+    upd_a: list[int] = []
+    upd_c: list[int] = []
+    upd_t: list[int] = []
+    for k in range(G):
+        for ta, a in enumerate(cols[k]):
+            for tc, c in enumerate(cols[k][: ta + 1]):
+                upd_a.append(int(ptr[k]) + ta)
+                upd_c.append(int(ptr[k]) + tc)
+                upd_t.append(bpos(a, c))
+        upd_ptr[k + 1] = len(upd_a)
+    i64 = np.int64
+    return PairPlan(
+        ok=True,
+        n=n,
+        m=m,
+        groups=G,
+        h_coord=h_rows.copy(),
+        clu_j=clu_j,
+        seg_g=np.asarray(seg_g, dtype=i64),
+        seg_k=np.asarray([iperm[g] for g in seg_g], dtype=i64),
+        seg_c=np.asarray(seg_c, dtype=i64),
+        seg_e=np.array([seg_at[k] for k in keys], dtype=i64).reshape(-1, 2, 3),
+        perm=np.asarray(perm, dtype=i64),
+        iperm=iperm,
+        ptr=ptr,
+        nbr=np.array([r for c in cols for r in c], dtype=i64),
+        tri_t=np.asarray(tri_t, dtype=i64),
+        tri_s1=np.asarray(tri_s1, dtype=i64),
+        tri_s2=np.asarray(tri_s2, dtype=i64),
+        tri_c=np.asarray(tri_c, dtype=i64),
+        upd_ptr=upd_ptr,
+        upd_a=np.asarray(upd_a, dtype=i64),
+        upd_c=np.asarray(upd_c, dtype=i64),
+        upd_t=np.asarray(upd_t, dtype=i64),
+    )
+
+
+@njit(cache=True)
+def pair_factor(
+    plan: PairPlan,
+    h_val: np.ndarray,
+    a_val: np.ndarray,
+    active: np.ndarray,
+    hinv: np.ndarray,
+    hclu: np.ndarray,
+    seg: np.ndarray,
+    sblk: np.ndarray,
+    lsave: np.ndarray,
+    sdiag: np.ndarray,
+) -> tuple[int, float]:
+    """Factor K = [[H, Aᵀ], [A, 0]] (H diagonal) by its Schur complement in 2 × 2
+    blocks (Haug 1989, Eq. 7.2.1 solved as S λ = A H⁻¹ Q − γ, S = A H⁻¹ Aᵀ): ``hinv``
+    ← H⁻¹, ``hclu`` ← H⁻¹ per cluster (clusters × 3, 0 on padding), ``seg`` ← the weighted 2 × 3
+    segments of A, ``sblk`` ← block L D Lᵀ of S with D⁻¹ on its diagonal blocks,
+    ``lsave`` ← the L blocks before scaling by D⁻¹, ``sdiag`` ← the diagonal of S
+    before the elimination (groups × 2).  Row i of A enters with weight ``active[i]``
+    (0.0: λ_i = 0, S_ii = 1).  Returns (status, growth) as :func:`schur_factor`:
+    ``SINGULAR`` where H has a pivot ≤ 0 or a pivot of S (a block's first pivot or its
+    Schur complement) falls below ``SCHUR_PIVOT_RATIO`` times its diagonal entry before
+    elimination, so that the caller falls back to the LU of K.
+    """
+    G = plan.groups
+    m = plan.m
+    h_coord = plan.h_coord
+    clu_j = plan.clu_j
+    seg_e = plan.seg_e
+    seg_g = plan.seg_g
+    iperm = plan.iperm
+    ptr = plan.ptr
+    tri_t = plan.tri_t
+    tri_s1 = plan.tri_s1
+    tri_s2 = plan.tri_s2
+    tri_c = plan.tri_c
+    upd_ptr = plan.upd_ptr
+    upd_a = plan.upd_a
+    upd_c = plan.upd_c
+    upd_t = plan.upd_t
+    growth = 1.0
+    for e in range(h_val.shape[0]):
+        d = h_val[e]
+        if not d > 0.0:
+            return SINGULAR, growth
+        hinv[h_coord[e]] = 1.0 / d
+    for c in range(clu_j.shape[0]):
+        for t in range(3):
+            j = clu_j[c, t]
+            hclu[c, t] = hinv[j] if j >= 0 else 0.0
+    for s in range(seg_e.shape[0]):
+        g = seg_g[s]
+        for r in range(2):
+            w = active[2 * g + r] if 2 * g + r < m else 0.0
+            for t in range(3):
+                e = seg_e[s, r, t]
+                seg[s, r, t] = w * a_val[e] if e >= 0 else 0.0
+    sblk[:] = 0.0
+    for u in range(tri_t.shape[0]):
+        t = tri_t[u]
+        s1 = tri_s1[u]
+        s2 = tri_s2[u]
+        c = tri_c[u]
+        h0 = hclu[c, 0]
+        h1 = hclu[c, 1]
+        h2 = hclu[c, 2]
+        a00 = seg[s1, 0, 0] * h0
+        a01 = seg[s1, 0, 1] * h1
+        a02 = seg[s1, 0, 2] * h2
+        a10 = seg[s1, 1, 0] * h0
+        a11 = seg[s1, 1, 1] * h1
+        a12 = seg[s1, 1, 2] * h2
+        b00 = seg[s2, 0, 0]
+        b01 = seg[s2, 0, 1]
+        b02 = seg[s2, 0, 2]
+        b10 = seg[s2, 1, 0]
+        b11 = seg[s2, 1, 1]
+        b12 = seg[s2, 1, 2]
+        sblk[t, 0, 0] += a00 * b00 + a01 * b01 + a02 * b02
+        sblk[t, 0, 1] += a00 * b10 + a01 * b11 + a02 * b12
+        sblk[t, 1, 0] += a10 * b00 + a11 * b01 + a12 * b02
+        sblk[t, 1, 1] += a10 * b10 + a11 * b11 + a12 * b12
+    for i in range(m):  # a removed row: S_ii = 1
+        sblk[iperm[i // 2], i % 2, i % 2] += 1.0 - active[i]
+    if m % 2 == 1:  # the padding row
+        sblk[iperm[G - 1], 1, 1] += 1.0
+    for k in range(G):
+        sdiag[k, 0] = sblk[k, 0, 0]
+        sdiag[k, 1] = sblk[k, 1, 1]
+    for k in range(G):
+        d00 = sblk[k, 0, 0]
+        d01 = sblk[k, 0, 1]
+        d10 = sblk[k, 1, 0]
+        d11 = sblk[k, 1, 1]
+        if not d00 > SCHUR_PIVOT_RATIO * sdiag[k, 0]:
+            return SINGULAR, growth
+        c11 = d11 - d10 * d01 / d00  # the block's second pivot
+        if not c11 > SCHUR_PIVOT_RATIO * sdiag[k, 1]:
+            return SINGULAR, growth
+        if sdiag[k, 0] > growth * d00:
+            growth = sdiag[k, 0] / d00
+        if sdiag[k, 1] > growth * c11:
+            growth = sdiag[k, 1] / c11
+        inv = 1.0 / (d00 * c11)
+        i00 = d11 * inv
+        i01 = -d01 * inv
+        i10 = -d10 * inv
+        i11 = d00 * inv
+        sblk[k, 0, 0] = i00
+        sblk[k, 0, 1] = i01
+        sblk[k, 1, 0] = i10
+        sblk[k, 1, 1] = i11
+        for t in range(G + ptr[k], G + ptr[k + 1]):
+            s00 = sblk[t, 0, 0]
+            s01 = sblk[t, 0, 1]
+            s10 = sblk[t, 1, 0]
+            s11 = sblk[t, 1, 1]
+            lsave[t - G, 0, 0] = s00
+            lsave[t - G, 0, 1] = s01
+            lsave[t - G, 1, 0] = s10
+            lsave[t - G, 1, 1] = s11
+            sblk[t, 0, 0] = s00 * i00 + s01 * i10
+            sblk[t, 0, 1] = s00 * i01 + s01 * i11
+            sblk[t, 1, 0] = s10 * i00 + s11 * i10
+            sblk[t, 1, 1] = s10 * i01 + s11 * i11
+        for u in range(upd_ptr[k], upd_ptr[k + 1]):
+            la = G + upd_a[u]
+            lc = upd_c[u]
+            tg = upd_t[u]
+            l00 = sblk[la, 0, 0]
+            l01 = sblk[la, 0, 1]
+            l10 = sblk[la, 1, 0]
+            l11 = sblk[la, 1, 1]
+            c00 = lsave[lc, 0, 0]
+            c01 = lsave[lc, 0, 1]
+            c10 = lsave[lc, 1, 0]
+            c11 = lsave[lc, 1, 1]
+            sblk[tg, 0, 0] -= l00 * c00 + l01 * c01
+            sblk[tg, 0, 1] -= l00 * c10 + l01 * c11
+            sblk[tg, 1, 0] -= l10 * c00 + l11 * c01
+            sblk[tg, 1, 1] -= l10 * c10 + l11 * c11
+    return OK, growth
+
+
+@njit(cache=True)
+def pair_solve(
+    plan: PairPlan,
+    active: np.ndarray,
+    hinv: np.ndarray,
+    hclu: np.ndarray,
+    seg: np.ndarray,
+    sblk: np.ndarray,
+    rhs: np.ndarray,
+    y: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    """rhs = [r₁; r₂] ← K⁻¹ rhs with the factors of :func:`pair_factor` (``y``: a
+    (groups, 2), ``acc`` a (clusters, 3) work array): S λ = A H⁻¹ r₁ − r₂, then
+    q̈ = H⁻¹ (r₁ − Aᵀ λ)."""
+    G = plan.groups
+    m = plan.m
+    n = plan.n
+    clu_j = plan.clu_j
+    seg_c = plan.seg_c
+    seg_k = plan.seg_k
+    iperm = plan.iperm
+    ptr = plan.ptr
+    nbr = plan.nbr
+    for k in range(G):
+        y[k, 0] = 0.0
+        y[k, 1] = 0.0
+    for i in range(m):
+        # a removed row (weight 0) reads λ_i = r₂ᵢ; S_ii = 1 there
+        y[iperm[i // 2], i % 2] = -rhs[n + i] if active[i] != 0.0 else rhs[n + i]
+    for c in range(clu_j.shape[0]):
+        for t in range(3):
+            j = clu_j[c, t]
+            acc[c, t] = hclu[c, t] * rhs[j] if j >= 0 else 0.0
+    for s in range(seg_k.shape[0]):
+        k = seg_k[s]
+        c = seg_c[s]
+        f0 = acc[c, 0]
+        f1 = acc[c, 1]
+        f2 = acc[c, 2]
+        y[k, 0] += seg[s, 0, 0] * f0 + seg[s, 0, 1] * f1 + seg[s, 0, 2] * f2
+        y[k, 1] += seg[s, 1, 0] * f0 + seg[s, 1, 1] * f1 + seg[s, 1, 2] * f2
+    for k in range(G):
+        y0 = y[k, 0]
+        y1 = y[k, 1]
+        for t in range(ptr[k], ptr[k + 1]):
+            i = nbr[t]
+            y[i, 0] -= sblk[G + t, 0, 0] * y0 + sblk[G + t, 0, 1] * y1
+            y[i, 1] -= sblk[G + t, 1, 0] * y0 + sblk[G + t, 1, 1] * y1
+    for k in range(G - 1, -1, -1):
+        z0 = sblk[k, 0, 0] * y[k, 0] + sblk[k, 0, 1] * y[k, 1]
+        z1 = sblk[k, 1, 0] * y[k, 0] + sblk[k, 1, 1] * y[k, 1]
+        for t in range(ptr[k], ptr[k + 1]):
+            i = nbr[t]
+            z0 -= sblk[G + t, 0, 0] * y[i, 0] + sblk[G + t, 1, 0] * y[i, 1]
+            z1 -= sblk[G + t, 0, 1] * y[i, 0] + sblk[G + t, 1, 1] * y[i, 1]
+        y[k, 0] = z0
+        y[k, 1] = z1
+    for i in range(m):
+        rhs[n + i] = y[iperm[i // 2], i % 2]
+    for c in range(clu_j.shape[0]):
+        acc[c, 0] = 0.0
+        acc[c, 1] = 0.0
+        acc[c, 2] = 0.0
+    for s in range(seg_k.shape[0]):
+        k = seg_k[s]
+        c = seg_c[s]
+        l0 = y[k, 0]
+        l1 = y[k, 1]
+        acc[c, 0] += seg[s, 0, 0] * l0 + seg[s, 1, 0] * l1
+        acc[c, 1] += seg[s, 0, 1] * l0 + seg[s, 1, 1] * l1
+        acc[c, 2] += seg[s, 0, 2] * l0 + seg[s, 1, 2] * l1
+    for c in range(clu_j.shape[0]):
+        for t in range(3):
+            j = clu_j[c, t]
+            if j >= 0:
+                rhs[j] -= acc[c, t]
+    for j in range(n):
+        rhs[j] *= hinv[j]
+
+
+@njit(cache=True)
+def pair_refine(
+    plan: PairPlan,
+    h_val: np.ndarray,
+    a_val: np.ndarray,
+    active: np.ndarray,
+    a_rows: np.ndarray,
+    a_cols: np.ndarray,
+    hinv: np.ndarray,
+    hclu: np.ndarray,
+    seg: np.ndarray,
+    sblk: np.ndarray,
+    rhs0: np.ndarray,
+    x: np.ndarray,
+    res: np.ndarray,
+    y: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    """One step of iterative refinement (Li & Demmel 1998) with the factors of
+    :func:`pair_factor`: res = rhs0 − K x, x += K⁻¹ res."""
+    n = plan.n
+    m = plan.m
+    h = plan.h_coord
+    _index1_residual(n, m, h, h, h_val, a_rows, a_cols, a_val, active, rhs0, x, res)
+    pair_solve(plan, active, hinv, hclu, seg, sblk, res, y, acc)
+    for k in range(n + m):
+        x[k] += res[k]
