@@ -106,6 +106,20 @@ def test_largest_step_reports_failure_within_budget():
     assert found["n"] is None and found["tried"]
 
 
+def test_loosest_tolerance_bisects_the_grid_bracket():
+    """A synthetic error e(tol) = 25 tol: the grid's first pass is 3e-8 after 1e-7
+    failed; bisection finds a tolerance within TOLERANCE_RESOLUTION of the exact
+    4e-8, never one that misses the target; without a failing bracket (the loosest
+    grid value passes) nothing is bisected."""
+    reference = np.zeros(1)
+    found = bc.loosest_tolerance(lambda tol: np.array([25.0 * tol]), reference)
+    assert 4e-8 / bc.TOLERANCE_RESOLUTION <= found["tol"] <= 4e-8
+    assert found["error"] <= bc.TARGET_ERROR
+    assert all(tol < 1e-7 for tol, err, _ in found["tried"] if err <= bc.TARGET_ERROR)
+    found = bc.loosest_tolerance(lambda tol: np.array([0.01 * tol]), reference)
+    assert found["tol"] == bc.TOLERANCES[0] and len(found["tried"]) == 1
+
+
 def test_fit_exponent_of_a_power_law():
     rows = [{"links": n, "us_per_step": 2.0 * n**1.5} for n in (8, 16, 64)]
     rows.append({"links": 128, "skipped": "too slow"})
