@@ -102,6 +102,7 @@ from numba import njit
 
 from mbdgen.methods import adams_moulton_gammas
 from mbdgen.runtime import stepsize
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
 from mbdgen.runtime.stepsize import h_floor, wrms
 
@@ -595,6 +596,12 @@ def vabm_chunk(
         ``istate[I_JOUT] == n_total``), ``STEP_SIZE_COLLAPSE``, ``NONFINITE`` or the
         right side's failing code; the state is always that of the last accepted step.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
+    aux = borrow(aux)
+    work = borrow(work)
     dim = x.shape[0]
     n_total = t_out.shape[0]
     evaluate_out = out_f.shape[1] + aux.shape[0] > 0

@@ -63,6 +63,7 @@ from mbdgen.runtime.adaptive import (
     _first_step,
     _write_output,
 )
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
 from mbdgen.runtime.stepsize import RKF45, h_floor, ratio, retry_ratio
 
@@ -127,6 +128,12 @@ def rkf45_chunk(
     """Integrate with RKF45 and step-size control until ``n_out`` more output times
     are written or ``max_steps`` attempts are made (arguments and return value as
     :func:`mbdgen.runtime.adaptive.vabm_chunk`; ``coef`` is unused)."""
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
+    aux = borrow(aux)
+    work = borrow(work)
     dim = x.shape[0]
     n_total = t_out.shape[0]
     evaluate_out = out_f.shape[1] + aux.shape[0] > 0

@@ -37,6 +37,7 @@ import math
 
 from numba import njit
 
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NONFINITE, OK
 
 # Layout of the integer ``state`` array shared between chunks.
@@ -168,6 +169,13 @@ def abm_chunk(
     status : ``OK`` or the failing code; on failure ``x`` and the history hold the
     last accepted step.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
+    aux = borrow(aux)
+    hist = borrow(hist)
+    scratch = borrow(scratch)
     dim = x.shape[0]
     K = hist.shape[0]
     k = state[S_ORDER]

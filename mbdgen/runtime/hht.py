@@ -159,6 +159,7 @@ from numba.extending import overload
 
 from mbdgen.runtime import stepsize
 from mbdgen.runtime.linalg import PIVOT_TOL, lu_factor_inplace, lu_solve_factored, row_weights
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import (
     NEWTON_FAILED,
     NONFINITE,
@@ -1303,6 +1304,10 @@ def index3_chunk(
     ``SINGULAR_STATES`` (d_Ẋ singular at the start, the state in ``state[S_BADSTATE]``);
     on failure ``x`` holds the last accepted step.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
     mass, force, phi, phi_q, phi_t, gam = ws.mass, ws.force, ws.phi, ws.phi_q, ws.phi_t, ws.gam
     b = ws.b
     q1, qd1, qdd1, lam1 = ws.q1, ws.qd1, ws.qdd1, ws.lam1

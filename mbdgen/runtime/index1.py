@@ -287,8 +287,9 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
     """Haug 1989 Eq. 7.2.1 with γ̂ of Eq. 7.3.8 on the sparse pattern (same contract
     as :func:`solve_index1`): ``ws.b`` ← [q̈; λ]; returns (status, ‖Φ‖₂, ‖Φ̇‖₂)."""
     # a plan (a tuple of arrays) is bound to a name only in the branch that uses it:
-    # each binding costs a reference-count update per array (0.4 µs per evaluation
-    # for the three plans bound at the top, measured on the 8-link chain)
+    # on an owned workspace each binding costs a reference-count update per array
+    # (0.4 µs per evaluation for the three plans, 8-link chain); the chunk routines
+    # pass a borrowed one (mbdgen.runtime.refs), where the counts fold away
     a_rows = ws.plan.a_rows
     a_cols = ws.plan.a_cols
     b = ws.b

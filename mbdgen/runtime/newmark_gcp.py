@@ -88,6 +88,7 @@ from mbdgen.runtime.linalg import (
     lu_solve_transposed,
 )
 from mbdgen.runtime.partition import _choose_dependent
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, SINGULAR
 
 # Layout of the float ``ctrl`` vector.
@@ -681,6 +682,10 @@ def newmark_gcp_chunk(
     status : ``OK``, or ``NEWTON_FAILED``, ``SINGULAR``, ``NONFINITE``; on failure ``x``
     holds the last accepted step.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
     q1, qd1, qdd1, qt, qdt, qddp, dv = (
         ws.q1,
         ws.qd1,

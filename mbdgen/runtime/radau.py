@@ -71,6 +71,7 @@ from numba.extending import overload
 
 from mbdgen.runtime import hht
 from mbdgen.runtime.linalg import lu_factor_inplace, lu_solve_factored, row_weights
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.sparse import kkt_assemble, kkt_factor, kkt_rhs, kkt_solve
 from mbdgen.runtime.status import NEWTON_FAILED, NONFINITE, OK, SINGULAR, STEP_SIZE_COLLAPSE
 
@@ -865,6 +866,10 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
     index-3 entry points' signature).  Returns a status code; a failure leaves the
     rows written so far and ``state[S_LASTFAIL]`` says why the last attempt failed.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ctrl = borrow(ctrl)
+    ws = borrow(ws)
     n = ws.force.shape[0]
     m = ws.phi.shape[0]
     N = 2 * n + m

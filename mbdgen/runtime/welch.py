@@ -49,6 +49,7 @@ import numpy as np
 from numba import njit
 
 from mbdgen.runtime.linalg import cholesky_inplace, cholesky_solve
+from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NONFINITE, OK
 
 # ``state`` layout shared with the driver (the explicit loop's fields it uses).
@@ -471,6 +472,9 @@ def welch_chunk(
     velocity v between calls; ``state[S_ORDER]`` is 1 or 2.  Returns a status code;
     on failure ``x`` holds the last accepted step.
     """
+    # unowned views: no reference counting inside the loop (mbdgen.runtime.refs)
+    p = borrow(p)
+    ws = borrow(ws)
     (M, Q, phi, phi_q, phi_t, gamma, Mh, Qh, phih, phi_qh, phi_th, gammah,
      L, B, Wt, u, A, lam, qp, vp, phip, qh, vh, v, vdot, qdw, w, qdd, lam_all,
      tc, tq, tn, quat, vb, keep, wk) = ws  # fmt: skip

@@ -1,0 +1,97 @@
+"""Borrowed array views: the time loop's workspaces without reference counting.
+
+Numba counts references to every array a variable holds.  A workspace is a named
+tuple of some 100 arrays (the index-1 sparse one: 25 arrays and three plans of 17,
+40 and 18 index arrays), and every copy of it costs an atomic increment and, later,
+an atomic decrement per array: passing it into an inlined routine is such a copy,
+and so is binding it in a routine that is not inlined.  Numba's pruning pass
+(llvmlite's ``RefPrune``) removes a pair only where nothing else is released
+between them on any path; in an integrator's loop that almost never holds.  On the
+8-link chain with ``vabm`` the counts were 488 atomic operations per evaluation of
+the right side and about 30 % of the run (``perf``; see the design notes).
+
+:func:`borrow` returns the same arrays with no owner: the data pointer, shape and
+strides are those of the argument, the meminfo (Numba's reference-counted owner)
+and the parent object are null.  Numba's ``NRT_incref``/``NRT_decref`` return at
+once on a null meminfo, and where the null is visible to LLVM the pruning pass
+removes the call.  This is a borrowed reference in the C API's sense, and it has
+the same rule: a borrowed array must not outlive the reference it was borrowed
+from.  Each chunk routine borrows its own arguments, which the caller holds for
+the whole call, and returns only scalars; nothing borrowed is stored or returned.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from numba import types
+from numba.core import cgutils, ir_utils
+from numba.extending import intrinsic, overload
+
+T = TypeVar("T")
+
+
+def _holds_array(ty: types.Type) -> bool:
+    if isinstance(ty, types.Array):
+        return True
+    if isinstance(ty, types.BaseTuple):
+        return any(_holds_array(t) for t in ty.types)
+    return False
+
+
+def _borrowed(context, builder, ty, value):  # noqa: ANN001, ANN202 - Numba codegen
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value=value)
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
+    if isinstance(ty, types.BaseTuple):
+        for i, member in enumerate(ty.types):
+            if _holds_array(member):
+                view = _borrowed(context, builder, member, builder.extract_value(value, i))
+                value = builder.insert_value(value, view, i)
+    return value
+
+
+@intrinsic
+def _borrow(typingctx, x):  # noqa: ANN001, ANN202 - Numba intrinsic
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return _borrowed(context, builder, signature.args[0], args[0])
+
+    return x(x), codegen
+
+
+def borrow(x: T) -> T:
+    """``x`` (an array, or a tuple or named tuple holding arrays at any depth) with
+    every array replaced by an unowned view of the same memory (see the module
+    docstring); other members pass through.  In Python (``NUMBA_DISABLE_JIT``) ``x``.
+
+    Assign the result to a plain name (``ws = borrow(ws)``), one per argument:
+    Numba's alias analysis follows a call's result only through the extension
+    below, and a first version that borrowed a packed tuple of arguments and
+    unpacked it (``a, b = borrow((a, b))``) made HHT and Radau take other steps than
+    under ``NUMBA_DISABLE_JIT`` (writes through the unpacked names deleted as dead,
+    it appears; the explicit families were unaffected)."""
+    return x
+
+
+@overload(borrow)
+def _borrow_overload(x):  # noqa: ANN001, ANN202
+    return lambda x: _borrow(x)
+
+
+def _alias_arguments(lhs, args, alias_map, arg_aliases):  # noqa: ANN001, ANN202
+    """Numba's dead-code elimination keeps a write only to an array that may alias
+    an argument (``ir_utils.find_potential_aliases``), and a call's result aliases
+    nothing unless an extension says so: without this, ``b.x[i] = v`` on a borrowed
+    ``b`` that is not read afterwards is deleted.  The borrowed views alias every
+    argument they come from."""
+    names = {a.name for a in args}
+    if names & arg_aliases:
+        arg_aliases.add(lhs)
+    for name in names:
+        alias_map.setdefault(name, set()).add(lhs)
+        alias_map.setdefault(lhs, set()).add(name)
+
+
+ir_utils.alias_func_extensions[("borrow", __name__)] = _alias_arguments
