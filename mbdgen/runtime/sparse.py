@@ -55,6 +55,7 @@ Two additions for the index-1 system (B = Aᵀ, H = M symmetric):
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -170,6 +171,23 @@ def _order(n: int, m: int, adj: list[set[int]], a_cols_of: list[list[int]]) -> t
     if len(perm) != N:  # pragma: no cover - every node becomes eligible
         raise AssertionError("kkt_plan: ordering did not eliminate every node")
     return perm, struct
+
+
+def _clique_order(n: int, cliques: Iterable[set[int]]) -> tuple:
+    """Plain minimum-degree order (:func:`_order`, no constraint) of the graph on ``n``
+    nodes in which each of ``cliques`` is complete (the rows or row groups of a Schur
+    complement that share a block or cluster of H): (perm, iperm, ptr, cols, where),
+    ``where[k][r]`` the position of row r in column k's structure ``cols[k]``."""
+    adj: list[set[int]] = [set() for _ in range(n)]
+    for clique in cliques:
+        for v in clique:
+            adj[v] |= clique
+    for v in range(n):
+        adj[v].discard(v)
+    perm, struct = _order(n, 0, adj, [])
+    iperm, ptr, cols = _structure(perm, struct)
+    where = [{r: t for t, r in enumerate(c)} for c in cols]
+    return perm, iperm, ptr, cols, where
 
 
 def _structure(perm: list[int], struct: list) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
@@ -731,17 +749,10 @@ def schur_plan(
     segs_of_blk: list[list[int]] = [[] for _ in roots]
     for s, b in enumerate(seg_blk):
         segs_of_blk[b].append(s)
-    # graph of S = A H⁻¹ Aᵀ: rows sharing a block; plain minimum degree (no constraint)
-    adj: list[set[int]] = [set() for _ in range(m)]
-    for ss in segs_of_blk:
-        rows = {seg_row[s] for s in ss}
-        for i in rows:
-            adj[i] |= rows
-    for i in range(m):
-        adj[i].discard(i)
-    perm, struct = _order(m, 0, [set(s) for s in adj], [])
-    iperm, ptr, cols_new = _structure(perm, struct)
-    where = [{j: t for t, j in enumerate(c)} for c in cols_new]
+    # graph of S = A H⁻¹ Aᵀ: rows sharing a block
+    perm, iperm, ptr, cols_new, where = _clique_order(
+        m, ({seg_row[s] for s in ss} for ss in segs_of_blk)
+    )
 
     def spos(r_old: int, c_old: int) -> int:
         r, c = sorted((int(iperm[r_old]), int(iperm[c_old])), reverse=True)
@@ -1282,16 +1293,8 @@ def pair_plan(
     segs_of: list[list[int]] = [[] for _ in clusters]
     for s, c in enumerate(seg_c):
         segs_of[c].append(s)
-    adj: list[set[int]] = [set() for _ in range(G)]
-    for ss in segs_of:
-        gs = {seg_g[s] for s in ss}
-        for g in gs:
-            adj[g] |= gs
-    for g in range(G):
-        adj[g].discard(g)
-    perm, struct = _order(G, 0, adj, [])
-    iperm, ptr, cols = _structure(perm, struct)
-    where = [{r: t for t, r in enumerate(c)} for c in cols]
+    # graph of S's blocks: groups sharing a cluster
+    perm, iperm, ptr, cols, where = _clique_order(G, ({seg_g[s] for s in ss} for ss in segs_of))
 
     def bpos(k1: int, k2: int) -> int:
         r, c = max(k1, k2), min(k1, k2)
