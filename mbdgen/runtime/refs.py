@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from numba import types
 from numba.core import cgutils, ir_utils
-from numba.extending import intrinsic, overload
+from numba.extending import lower_builtin, type_callable
 
 T = TypeVar("T")
 
@@ -53,14 +53,6 @@ def _borrowed(context, builder, ty, value):  # noqa: ANN001, ANN202 - Numba code
     return value
 
 
-@intrinsic
-def _borrow(typingctx, x):  # noqa: ANN001, ANN202 - Numba intrinsic
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        return _borrowed(context, builder, signature.args[0], args[0])
-
-    return x(x), codegen
-
-
 def borrow(x: T) -> T:
     """``x`` (an array, or a tuple or named tuple holding arrays at any depth) with
     every array replaced by an unowned view of the same memory (see the module
@@ -75,9 +67,19 @@ def borrow(x: T) -> T:
     return x
 
 
-@overload(borrow)
-def _borrow_overload(x):  # noqa: ANN001, ANN202
-    return lambda x: _borrow(x)
+@type_callable(borrow)
+def _type_borrow(context):  # noqa: ANN001, ANN202 - Numba typing
+    return lambda x: x
+
+
+@lower_builtin(borrow, types.Any)
+def _lower_borrow(context, builder, sig, args):  # noqa: ANN001, ANN202 - Numba lowering
+    """Lowered in place, not compiled as a function of its own: an ``@overload``
+    would compile one function per argument type (for the index-1 workspace, one
+    taking some 700 flattened arguments), and one inlined at the IR level puts the
+    call in a block that Numba's alias analysis visits after the writes it must
+    keep (see :func:`_alias_arguments`)."""
+    return _borrowed(context, builder, sig.args[0], args[0])
 
 
 def _alias_arguments(lhs, args, alias_map, arg_aliases):  # noqa: ANN001, ANN202
