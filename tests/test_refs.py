@@ -7,7 +7,8 @@ import re
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, types
+import pytest
+from numba import errors, njit, types
 from numba.extending import intrinsic
 
 from mbdgen.runtime.refs import borrow
@@ -144,3 +145,16 @@ def test_borrowed_arrays_have_no_owner() -> None:
     assert owned != 0
     assert (x, a, s) == (0, 0, 0)
     assert k == 7
+
+
+@njit(cache=False)
+def _borrow_with_a_string(a):  # noqa: ANN001, ANN202
+    b = borrow((a, "link"))
+    return len(b[1])
+
+
+def test_a_counted_member_that_is_not_an_array_is_refused_by_name() -> None:
+    """borrow's result carries no reference of its own, so a counted member other
+    than an array (here a string) would be released twice; typing refuses it."""
+    with pytest.raises(errors.TypingError, match=r"borrow\(\) takes arrays, scalars"):
+        _borrow_with_a_string(np.zeros(3))

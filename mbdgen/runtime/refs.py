@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from numba import types
+from numba import errors, types
 from numba.core import cgutils, ir_utils
 from numba.extending import lower_builtin, type_callable
 
@@ -67,9 +67,30 @@ def borrow(x: T) -> T:
     return x
 
 
+def _plain(ty: types.Type) -> bool:
+    """Arrays, scalars and tuples of them: the only members :func:`borrow` accepts.
+
+    The borrowed result is handed back without a reference of its own (counting the
+    views would be a no-op, but emitting the counts for a hundred arrays costs compile
+    time), so a counted member that is not an array (a string, a list, a jitclass)
+    would be released once too often when the result dies.  Refused at typing
+    instead, by name."""
+    if isinstance(ty, types.BaseTuple):
+        return all(_plain(t) for t in ty.types)
+    return isinstance(ty, types.Array | types.Number | types.Boolean | types.NoneType)
+
+
 @type_callable(borrow)
 def _type_borrow(context):  # noqa: ANN001, ANN202 - Numba typing
-    return lambda x: x
+    def typer(x):  # noqa: ANN001, ANN202
+        if not _plain(x):
+            raise errors.NumbaTypeError(
+                f"borrow() takes arrays, scalars and tuples of them, not {x}: a counted "
+                "member that is not an array would be released twice"
+            )
+        return x
+
+    return typer
 
 
 @lower_builtin(borrow, types.Any)
