@@ -56,7 +56,8 @@ def _borrowed(context, builder, ty, value):  # noqa: ANN001, ANN202 - Numba code
 def borrow(x: T) -> T:
     """``x`` (an array, or a tuple or named tuple holding arrays at any depth) with
     every array replaced by an unowned view of the same memory (see the module
-    docstring); other members pass through.  In Python (``NUMBA_DISABLE_JIT``) ``x``.
+    docstring); scalars pass through, and any other member is refused at typing
+    (:func:`_plain`).  In Python (``NUMBA_DISABLE_JIT``) ``x``.
 
     Assign the result to a plain name (``ws = borrow(ws)``), one per argument:
     Numba's alias analysis follows a call's result only through the extension
