@@ -15,7 +15,10 @@ last routine in the chain, e.g. a non-inlined ``index1_rhs``).
 import os
 import sys
 
-from mbdgen import _numba_cache  # noqa: F401  (must precede any @njit(cache=True))
+from mbdgen import (
+    _numba_cache,  # noqa: F401  (must precede any @njit(cache=True))
+    _numba_inline,  # noqa: F401  (inlining without its quadratic IR copies)
+)
 from mbdgen.runtime import (
     adaptive,
     adaptive_rk,
