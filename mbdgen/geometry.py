@@ -16,7 +16,7 @@ NumPy only (no SymPy, no matplotlib): called at the end of every simulation.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,13 +39,51 @@ def has_geometry(module: Any) -> bool:
     return hasattr(module, "GEOMETRY_POINT_CONST") and hasattr(module, "BODY_OFFSETS")
 
 
+class _Layout(NamedTuple):
+    """What :func:`describe` reads from a module, whatever the parameters (computed once
+    per module object: a run's end builds the geometry of every result)."""
+
+    bodies: tuple[tuple[str, str, int], ...]  # (name, kind, offset)
+    points: tuple[tuple[str, str, int, bool], ...]  # (element, role, body, planar)
+    const: np.ndarray  # (P, 3) the constant part of the points
+    terms: np.ndarray  # (T, 3) rows: point, axis, parameter
+    coef: np.ndarray  # (T,) coefficient of each term
+
+
+def _layout(module: Any) -> _Layout:
+    layout = getattr(module, "_mbdgen_geometry_layout", None)
+    if layout is not None:
+        return layout
+    kinds = _body_kinds(module)
+    flat = [k.startswith("planar") for k in kinds]
+    everywhere_flat = all(flat)
+    names, roles = module.ELEMENT_NAMES, module.ELEMENT_ROLES
+    layout = _Layout(
+        bodies=tuple(
+            (str(name), kind, int(off))
+            for name, kind, off in zip(module.BODY_NAMES, kinds, module.BODY_OFFSETS, strict=True)
+        ),
+        points=tuple(
+            (names[e], roles[e], int(b), flat[b] if b >= 0 else everywhere_flat)
+            for e, b in zip(module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True)
+        ),
+        const=np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3),
+        terms=np.asarray(module.GEOMETRY_POINT_TERMS, dtype=np.int64).reshape(-1, 3),
+        coef=np.asarray(module.GEOMETRY_POINT_COEF, dtype=np.float64),
+    )
+    module._mbdgen_geometry_layout = layout
+    return layout
+
+
 def local_points(module: Any, p: np.ndarray) -> np.ndarray:
     """(P, 3) body-frame coordinates of every attachment point for parameters ``p``."""
-    pts = np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3)
-    terms = np.asarray(module.GEOMETRY_POINT_TERMS, dtype=np.int64).reshape(-1, 3)
-    coef = np.asarray(module.GEOMETRY_POINT_COEF, dtype=np.float64)
+    layout = _layout(module)
+    pts = layout.const.copy()
+    terms = layout.terms
     # unbuffered, so that terms adding to the same entry all count, in order
-    np.add.at(pts, (terms[:, 0], terms[:, 1]), coef * np.asarray(p, dtype=np.float64)[terms[:, 2]])
+    np.add.at(
+        pts, (terms[:, 0], terms[:, 1]), layout.coef * np.asarray(p, dtype=np.float64)[terms[:, 2]]
+    )
     return pts
 
 
@@ -58,28 +96,14 @@ def describe(module: Any, p: np.ndarray) -> dict[str, Any] | None:
     """
     if not has_geometry(module):
         return None
-    kinds = _body_kinds(module)
-    bodies = [
-        {"name": name, "kind": kind, "offset": int(off)}
-        for name, kind, off in zip(module.BODY_NAMES, kinds, module.BODY_OFFSETS, strict=True)
-    ]
-    flat = [k.startswith("planar") for k in kinds]
-    roles = module.ELEMENT_ROLES
-    pts = local_points(module, p).tolist()
-    names, everywhere_flat = module.ELEMENT_NAMES, all(flat)
-    points = []
-    for local, e, b in zip(
-        pts, module.GEOMETRY_POINT_ELEMENT, module.GEOMETRY_POINT_BODY, strict=True
-    ):
-        planar = flat[b] if b >= 0 else everywhere_flat
-        points.append(
-            {
-                "element": names[e],
-                "role": roles[e],
-                "body": int(b),
-                "local": local[:2] if planar else local,
-            }
+    layout = _layout(module)
+    bodies = [{"name": name, "kind": kind, "offset": off} for name, kind, off in layout.bodies]
+    points = [
+        {"element": element, "role": role, "body": body, "local": local[:2] if planar else local}
+        for (element, role, body, planar), local in zip(
+            layout.points, local_points(module, p).tolist(), strict=True
         )
+    ]
     return {"version": GEOMETRY_VERSION, "bodies": bodies, "points": points}
 
 

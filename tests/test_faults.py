@@ -30,6 +30,7 @@ import mbdgen
 from mbdgen import simulation
 from mbdgen.cli import main
 from mbdgen.errors import MbdgenError, OutputError, ResultFileError, SimulationError
+from mbdgen.runtime import postprocess
 from mbdgen.simulation import ConstraintWarning
 
 MBDGEN = [sys.executable, "-m", "mbdgen.cli"]
@@ -474,6 +475,49 @@ def test_energy_balance_closes_with_dampers_and_drivers(name):
     else:
         assert np.abs(r.power).max() > 1.0
         assert np.abs(balance).max() == pytest.approx(quadrature, rel=0.02)
+
+
+def _numpy_energy_balance(t, energy, power):
+    """The balance as NumPy writes it (mbdgen's before it became one jitted pass)."""
+    work = np.concatenate([[0.0], np.cumsum(0.5 * np.diff(t) * (power[1:] + power[:-1]))])
+    total = energy[:, 0] + energy[:, 1]
+    scale = max(
+        float(np.max(energy[:, 0])),
+        float(np.max(np.abs(energy[:, 1] - energy[0, 1]))),
+        float(np.max(np.abs(work))),
+    )
+    quadrature = 0.0
+    if len(t) >= 5 and np.any(power != 0.0):
+        t2, p2 = t[::2], power[::2]
+        coarse = np.concatenate([[0.0], np.cumsum(0.5 * np.diff(t2) * (p2[1:] + p2[:-1]))])
+        quadrature = float(np.max(np.abs(work[::2] - coarse))) / 3.0
+    return total - total[0] - work, scale, quadrature
+
+
+@pytest.mark.parametrize("rows", [2, 3, 4, 5, 6, 7, 50, 51])
+def test_energy_balance_is_numpys_bit_for_bit(rows):
+    """The jitted balance (mbdgen.runtime.postprocess.energy_balance) makes NumPy's
+    operations in NumPy's order: equal to the last bit, NaN where NumPy has NaN, on
+    uneven grids, with P ≡ 0, and with a NaN in T, V or P."""
+    rng = np.random.default_rng(rows)
+    t = np.cumsum(rng.uniform(0.1, 1.0, rows))
+    energy = rng.normal(size=(rows, 2))
+    for power in (rng.normal(size=rows), np.zeros(rows)):
+        cases = [(energy, power)]
+        for where in (0, rows // 2, rows - 1):
+            for column in (0, 1):
+                bad = energy.copy()
+                bad[where, column] = np.nan
+                cases.append((bad, power))
+            bad_power = power.copy()
+            bad_power[where] = np.nan
+            cases.append((energy, bad_power))
+        for e, p in cases:
+            balance = np.empty(rows)
+            scale, quadrature = postprocess.energy_balance(t, e, p, balance)
+            expected, scale_np, quadrature_np = _numpy_energy_balance(t, e, p)
+            np.testing.assert_array_equal(balance, expected)
+            np.testing.assert_array_equal([scale, quadrature], [scale_np, quadrature_np])
 
 
 def test_inconsistent_q0_suggests_assemble(pendulum):

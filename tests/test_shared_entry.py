@@ -143,6 +143,7 @@ def test_shared_energy_and_reactions_give_the_modules_bits(name, monkeypatch):
     ``phi_t`` and ``reactions`` kernels by pointer) against the module's own
     ``energy_rows`` and ``derived`` entry points, exactly: planar and spatial, a user
     state in p's tail (the PI pendulum), a sparse module."""
+    from mbdgen import simulation
     from mbdgen.inputs import parameter_vector
     from mbdgen.simulation import derived_quantities
 
@@ -154,14 +155,39 @@ def test_shared_energy_and_reactions_give_the_modules_bits(name, monkeypatch):
     p = parameter_vector(module, None)
     arrays = {}
     for flag in ("1", "0"):
-        monkeypatch.setenv("MBDGEN_SHARED_ENTRY", flag)
-        derived_quantities(module, run, p, reactions=False)
-        energy, power = run._energy.copy(), run._power.copy()
-        derived_quantities(module, run, p)
+        with monkeypatch.context() as patch:
+            if flag == "1":  # the shared routine, whatever the policy would choose
+                patch.setattr(simulation, "_postprocess", shared.postprocess_entry)
+            patch.setenv("MBDGEN_SHARED_ENTRY", flag)
+            derived_quantities(module, run, p, reactions=False)
+            energy, power = run._energy.copy(), run._power.copy()
+            derived_quantities(module, run, p)
         arrays[flag] = (energy, power, run._energy, run._power, run._reactions)
     for a, b in zip(arrays["1"], arrays["0"], strict=True):
         np.testing.assert_array_equal(a, b)
     assert np.isfinite(arrays["1"][0]).any()
+
+
+def test_post_processing_takes_the_modules_own_code_once_it_is_compiled(monkeypatch):
+    """The energy rows as the entry points are chosen: under the policy "now" the
+    module's own ``energy_rows``; under "background" one Specializing per module, which
+    takes the own code where it is compiled or cached (here: the run compiled it) and
+    the shared routine meanwhile; the same bits either way."""
+    from mbdgen import simulation, specialize
+    from mbdgen.inputs import parameter_vector
+
+    module = import_generated(GENERATED / "slider_crank.py")
+    monkeypatch.setenv(specialize.POLICY_ENV, "now")
+    run = mbdgen.simulate(module, "abm", h=1e-3, t_end=0.02)
+    energy = run.energy.copy()
+    assert simulation._postprocess(module, "energy_rows") is module.energy_rows
+    monkeypatch.setenv(specialize.POLICY_ENV, "background")
+    chosen = simulation._postprocess(module, "energy_rows")
+    assert isinstance(chosen, specialize.Specializing)
+    assert simulation._postprocess(module, "energy_rows") is chosen
+    simulation.derived_quantities(module, run, parameter_vector(module, None), reactions=False)
+    assert chosen._target is module.energy_rows
+    np.testing.assert_array_equal(run.energy, energy)
 
 
 _KERNELS_LOADED = """

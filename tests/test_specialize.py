@@ -55,16 +55,20 @@ def test_the_policy_is_checked(monkeypatch):
 def test_the_first_run_does_not_wait_for_its_own_entry_point(new_model):
     """The first run steps through the shared routine while a background process
     compiles the module's own ``abm_chunk`` into Numba's cache (the run itself may pick
-    it up there before it ends); the next run loads it from there, and this process
-    never compiles it: a cache hit, no miss.  Both runs give the same bits."""
-    entry = new_model.abm_chunk
+    it up there before it ends), and another its ``energy_rows`` (the energy check at
+    the end); the next run loads both from there, and this process never compiles
+    them: cache hits, no miss.  Both runs give the same bits."""
+    entry, energy_rows = new_model.abm_chunk, new_model.energy_rows
     first = mbdgen.simulate(new_model, method="abm", **RUN)
-    started = [p for k, p in specialize._STARTED.items() if k[0] == new_model.__file__]
-    assert len(started) == 1 and started[0].wait(300) == 0
+    started = {k[1]: p for k, p in specialize._STARTED.items() if k[0] == new_model.__file__}
+    assert set(started) == {"abm_chunk", "energy_rows"}
+    assert all(p.wait(300) == 0 for p in started.values())
     second = mbdgen.simulate(new_model, method="abm", **RUN)
-    assert sum(entry.stats.cache_hits.values()) == 1
-    assert sum(entry.stats.cache_misses.values()) == 0
+    for dispatcher in (entry, energy_rows):
+        assert sum(dispatcher.stats.cache_hits.values()) == 1
+        assert sum(dispatcher.stats.cache_misses.values()) == 0
     _same(first, second)
+    np.testing.assert_array_equal(first.energy, second.energy)
 
 
 def test_a_run_goes_on_with_its_own_entry_point_once_compiled(new_model, monkeypatch):
@@ -121,7 +125,7 @@ def test_a_shared_routine_that_does_not_type_falls_back_to_the_own_entry_point(
 ):
     """Should the shared routine fail to compile for a model (a Numba typing error), the
     run compiles its own entry point in the process, as without the background policy,
-    and starts nothing in the background."""
+    and starts no background compile of it."""
     from numba.core.errors import TypingError
 
     def refuses(*args):
@@ -132,7 +136,8 @@ def test_a_shared_routine_that_does_not_type_falls_back_to_the_own_entry_point(
     monkeypatch.setattr(specialize, "start", lambda *args: started.append(args))
     result = mbdgen.simulate(new_model, method="abm", **RUN)
     assert result.t[-1] == pytest.approx(RUN["t_end"])
-    assert new_model.abm_chunk.signatures and not started
+    assert new_model.abm_chunk.signatures
+    assert [args[1] for args in started] == ["energy_rows"]  # its shared routine types
 
 
 def test_copies_of_a_model_in_two_folders_do_not_share_a_lock():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -58,3 +60,55 @@ def derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reac
     for i in range(t.shape[0]):
         _put_states(pk, states, i)
         reactions(t[i], q[i], lam[i], pk, reactions_out[i])
+
+
+@njit(cache=True)
+def _nan_max(m, v):
+    """max as ``np.max`` takes it: a NaN anywhere makes the result NaN."""
+    if m != m or v != v:
+        return math.nan
+    return max(m, v)
+
+
+@njit(cache=True)
+def energy_balance(t, energy, power, balance):
+    """The energy balance of a run, as :func:`mbdgen.simulation.energy_balance` states
+    it: ``balance[i]`` = T_i + V_i − (T_0 + V_0) − W_i, W the trapezoidal rule of ∫P dt
+    over the rows (``energy`` rows × [T, V], ``power`` P); returns (scale, quadrature):
+    the energy the run exchanges (the largest of max T, max |V − V_0|, max |W|, as
+    Python's ``max`` picks it) and |W − W₂|/3 at the even rows, W₂ the rule on every
+    second row (Richardson), 0 with fewer than 5 rows or P ≡ 0.  The operations of
+    NumPy's ``diff``, ``cumsum`` and ``max`` in their order: the same numbers."""
+    k = t.shape[0]
+    e0 = energy[0, 0] + energy[0, 1]
+    v0 = energy[0, 1]
+    work = 0.0
+    top_t = energy[0, 0]
+    top_v = abs(energy[0, 1] - v0)
+    top_w = 0.0
+    nonzero = False
+    for i in range(k):
+        if i > 0:
+            work += 0.5 * (t[i] - t[i - 1]) * (power[i] + power[i - 1])
+            top_t = _nan_max(top_t, energy[i, 0])
+            top_v = _nan_max(top_v, abs(energy[i, 1] - v0))
+            top_w = _nan_max(top_w, abs(work))
+        balance[i] = energy[i, 0] + energy[i, 1] - e0 - work
+        nonzero = nonzero or power[i] != 0.0
+    scale = top_t
+    if top_v > scale:
+        scale = top_v
+    if top_w > scale:
+        scale = top_w
+    quadrature = 0.0
+    if k >= 5 and nonzero:
+        work = 0.0
+        coarse = 0.0
+        worst = 0.0
+        for i in range(2, k, 2):
+            work += 0.5 * (t[i - 1] - t[i - 2]) * (power[i - 1] + power[i - 2])
+            work += 0.5 * (t[i] - t[i - 1]) * (power[i] + power[i - 1])
+            coarse += 0.5 * (t[i] - t[i - 2]) * (power[i] + power[i - 2])
+            worst = _nan_max(worst, abs(work - coarse))
+        quadrature = worst / 3.0
+    return scale, quadrature
