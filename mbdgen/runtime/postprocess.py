@@ -82,7 +82,9 @@ def energy_balance(t, energy, power, balance):
     k = t.shape[0]
     e0 = energy[0, 0] + energy[0, 1]
     v0 = energy[0, 1]
-    work = 0.0
+    work = 0.0  # W of row i, the fine rule's running sum
+    coarse = 0.0  # W₂ of the even row i
+    worst = 0.0
     top_t = energy[0, 0]
     top_v = abs(energy[0, 1] - v0)
     top_w = 0.0
@@ -93,6 +95,9 @@ def energy_balance(t, energy, power, balance):
             top_t = _nan_max(top_t, energy[i, 0])
             top_v = _nan_max(top_v, abs(energy[i, 1] - v0))
             top_w = _nan_max(top_w, abs(work))
+            if i % 2 == 0:
+                coarse += 0.5 * (t[i] - t[i - 2]) * (power[i] + power[i - 2])
+                worst = _nan_max(worst, abs(work - coarse))
         balance[i] = energy[i, 0] + energy[i, 1] - e0 - work
         nonzero = nonzero or power[i] != 0.0
     scale = top_t
@@ -100,15 +105,5 @@ def energy_balance(t, energy, power, balance):
         scale = top_v
     if top_w > scale:
         scale = top_w
-    quadrature = 0.0
-    if k >= 5 and nonzero:
-        work = 0.0
-        coarse = 0.0
-        worst = 0.0
-        for i in range(2, k, 2):
-            work += 0.5 * (t[i - 1] - t[i - 2]) * (power[i - 1] + power[i - 2])
-            work += 0.5 * (t[i] - t[i - 1]) * (power[i] + power[i - 1])
-            coarse += 0.5 * (t[i] - t[i - 2]) * (power[i] + power[i - 2])
-            worst = _nan_max(worst, abs(work - coarse))
-        quadrature = worst / 3.0
+    quadrature = worst / 3.0 if k >= 5 and nonzero else 0.0
     return scale, quadrature
