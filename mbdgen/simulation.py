@@ -774,9 +774,9 @@ def simulate(
             "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
             "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
             "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
-            "parameters": dict(zip(module.PARAMETER_NAMES, map(float, p[:n_params]), strict=True)),
+            "parameters": dict(zip(module.PARAMETER_NAMES, p[:n_params].tolist(), strict=True)),
             "initial_states": dict(
-                zip(getattr(module, "STATE_NAMES", ()), map(float, p[n_params:]), strict=True)
+                zip(getattr(module, "STATE_NAMES", ()), p[n_params:].tolist(), strict=True)
             ),
             # body-frame attachment points for drawing (mbdgen.animate); None for flat models
             "geometry": geometry.describe(module, p[:n_params]),

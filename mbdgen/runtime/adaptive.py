@@ -95,6 +95,7 @@ unrolls) the right side once.  Integration runs forward in time only.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -213,7 +214,11 @@ def adaptive_workspace(
     tol = np.empty((2, dim))
     tol[0] = rtol
     tol[1] = atol
-    if not (np.all(tol[0] >= 0.0) and np.all(tol[1] > 0.0) and np.all(np.isfinite(tol))):
+    if isinstance(rtol, (float, int)) and isinstance(atol, (float, int)):
+        valid = 0.0 <= rtol < math.inf and 0.0 < atol < math.inf  # NaN fails both
+    else:
+        valid = bool(np.all(tol[0] >= 0.0) and np.all(tol[1] > 0.0) and np.all(np.isfinite(tol)))
+    if not valid:
         raise ValueError("tolerances must be finite, rtol ≥ 0 and atol > 0")
     if not (0.0 <= h_min < h_max and h_first >= 0.0):
         raise ValueError("need 0 ≤ h_min < h_max and h_first ≥ 0")
@@ -226,8 +231,15 @@ def adaptive_workspace(
     istate[I_K] = 1
     istate[I_KMAX] = kmax
     coef = np.zeros((C_ROWS, kmax + 2))
-    coef[C_GSTAR] = [abs(float(g)) for g in adams_moulton_gammas(kmax + 2)]
+    coef[C_GSTAR] = _gstar(kmax + 2)
     return tol, fstate, istate, np.zeros((kmax + 2, dim)), coef, np.zeros((work_rows(kmax), dim))
+
+
+@functools.cache
+def _gstar(count: int) -> tuple[float, ...]:
+    """|γ*_0| … |γ*_{count−1}| as floats, once per process (from the exact fractions:
+    converting them took a fifth of a short run's setup)."""
+    return tuple(abs(float(g)) for g in adams_moulton_gammas(count))
 
 
 def counters(istate: np.ndarray) -> dict[str, int]:

@@ -539,6 +539,29 @@ def kkt_factor(plan: KktPlan, val: np.ndarray) -> int:
 
 
 @njit(cache=True)
+def kkt_multiplier_pivot(plan: KktPlan, h_val: np.ndarray, a_val: np.ndarray) -> float:
+    """The smallest |pivot| of a multiplier in the LU of K = [[H, Aᵀ], [A, 0]] (every
+    row active, B = A), or −1.0 where the factorization fails or a pivot is not
+    finite: the sparse rank test of :func:`mbdgen.analysis.assembly.sparse_rows_independent`
+    in one call (assembly, factorization and the scan were three, plus their arrays)."""
+    n = plan.n
+    m = plan.m
+    val = np.zeros(n + m + 2 * plan.ptr[n + m])  # KktPlan.values_size
+    wrow = np.zeros(max(plan.aug_rows.shape[0], 1))
+    kkt_assemble(plan, h_val, a_val, a_val, np.ones(m), val, wrow)
+    if kkt_factor(plan, val) != OK:
+        return -1.0
+    smallest = np.inf
+    for k in range(n + m):
+        if plan.perm[k] >= n:
+            v = abs(val[k])
+            if not np.isfinite(v):
+                return -1.0
+            smallest = min(smallest, v)
+    return smallest
+
+
+@njit(cache=True)
 def kkt_solve(plan: KktPlan, val: np.ndarray, rhs: np.ndarray, work: np.ndarray) -> None:
     """rhs ← K⁻¹ rhs with the factors of :func:`kkt_factor` (``work``: length N)."""
     N = plan.n + plan.m
