@@ -462,24 +462,24 @@ def _consistent_start(
     module: ModuleType,
     t0: float,
     x: np.ndarray,
-    p: np.ndarray,
     params: Mapping[str, float] | None,
     tol: float,
-    kernel: str = "phi",
+    residuals: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, dict[str, float] | None]:
     """q0, q̇0 made consistent for the error-controlled index-3 methods, as MSC.ADAMS
     runs its initial-conditions analysis before an HHT run (Negrut et al. 2007, §4).
 
     Their error test (Eq. 25) counts the first step's correction of Φ(q0) as local
     error of q, whatever h: an inconsistency above ε (4e-5 on the slider-crank's
-    rounded q0) would reject every step.  Returns the state and what was removed
-    (‖Φ(q0)‖∞, ‖Φ_q q̇0 + Φ_t‖∞, evaluated by ``kernel``: :func:`constraint_residuals`),
-    or None when q0, q̇0 were consistent to ``tol``.
+    rounded q0) would reject every step.  ``residuals`` are Φ(q0) and Φ_q q̇0 + Φ_t
+    (:func:`constraint_residuals`, which :func:`simulate` evaluated for its own check).
+    Returns the state and what was removed (their max-norms), or None when q0, q̇0
+    were consistent to ``tol``.
     """
     from mbdgen.analysis.assembly import assemble as assemble_state
 
     n = module.N_COORDINATES
-    phi, phid = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)
+    phi, phid = residuals
     before = {
         "phi": float(np.abs(phi).max(initial=0.0)),
         "phid": float(np.abs(phid).max(initial=0.0)),
@@ -686,7 +686,8 @@ def simulate(
     )
     rows = n_steps // output_every + 1
     warned: list[str] = []
-    phi0, _ = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)
+    residuals0 = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)
+    phi0 = residuals0[0]
     phi0_norm = float(np.linalg.norm(phi0))
     if not phi0_norm <= phi_tol:
         worst = int(np.argmax(np.abs(np.nan_to_num(phi0, nan=np.inf))))
@@ -699,7 +700,7 @@ def simulate(
             raise MbdgenError(warned[-1])
     projected = None
     if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
-        x, projected = _consistent_start(module, t0, x, p, params, newton_tol, kernel)
+        x, projected = _consistent_start(module, t0, x, params, newton_tol, residuals0)
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
         if constraints == "gcp" and shared.sparse_gcp(module):

@@ -112,8 +112,17 @@ def constraint_residuals(
     )  # fmt: skip
     if phi_q.ndim == 2:
         return phi, phi_q @ qd + phi_t
-    rows, cols = np.asarray(module.PHI_Q_ROWS), np.asarray(module.PHI_Q_COLS)
+    rows, cols = _phi_q_pattern(module)
     return phi, np.bincount(rows, phi_q * qd[cols], minlength=phi.size) + phi_t
+
+
+def _phi_q_pattern(module: ModuleType) -> tuple[np.ndarray, np.ndarray]:
+    """Φ_q's pattern (rows, columns) as arrays, converted once per module."""
+    pattern = getattr(module, "_mbdgen_phi_q_pattern", None)
+    if pattern is None:
+        pattern = (np.asarray(module.PHI_Q_ROWS), np.asarray(module.PHI_Q_COLS))
+        module._mbdgen_phi_q_pattern = pattern
+    return pattern
 
 
 def constraint_jacobian(
