@@ -145,6 +145,23 @@ def test_equal_steps_give_haug_coefficients():
     np.testing.assert_allclose(coef[ad.C_SIGMA], 1.0, rtol=1e-15)
 
 
+def test_workspace_gstar_and_tolerance_checks():
+    """γ* of the workspace are |Table 7.4.10| as floats; a negative, NaN or infinite
+    rtol and an atol ≤ 0 are refused, as scalars (checked in Python) and as arrays."""
+    from mbdgen.methods import adams_moulton_gammas
+
+    _, _, _, _, coef, _ = ad.adaptive_workspace(2, 10)
+    expected = [abs(float(g)) for g in adams_moulton_gammas(12)]
+    assert coef[ad.C_GSTAR].tolist() == expected
+    for rtol, atol in ((-1e-6, 1e-6), (np.nan, 1e-6), (np.inf, 1e-6), (1e-6, 0.0),
+                       (1e-6, -1.0), (1e-6, np.nan), (0, 1e-6 * np.inf)):  # fmt: skip
+        for wrap in (lambda v: v, lambda v: np.full(2, v)):
+            with pytest.raises(ValueError, match="tolerances must be finite"):
+                ad.adaptive_workspace(2, rtol=wrap(rtol), atol=wrap(atol))
+    tol, *_ = ad.adaptive_workspace(2, rtol=0, atol=True)  # ints, bools: numbers too
+    assert tol.tolist() == [[0.0, 0.0], [1.0, 1.0]]
+
+
 @pytest.mark.parametrize("k", range(1, 6))
 def test_variable_grid_formulas_are_exact_for_polynomials(k):
     """On a grid of unequal steps (ratios up to 3) and x' = P(t): the predictor

@@ -58,6 +58,36 @@ def test_sparse_independence_proof_agrees_with_the_dense_qr(name):
         assert (rank, redundant) == (module.N_CONSTRAINTS, [])
 
 
+@pytest.mark.parametrize("name", SPARSE_EXAMPLES)
+def test_multiplier_pivot_in_one_call_equals_the_steps_it_replaced(name):
+    """:func:`mbdgen.runtime.sparse.kkt_multiplier_pivot` (the proof's one jitted call)
+    returns the smallest |pivot| of a multiplier that assembling, factoring and
+    scanning K = [[I, Φ_qᵀ], [Φ_q, 0]] one by one give, to the bit; −1 on a failed
+    factorization (K with Φ_q = 0 is singular)."""
+    from mbdgen.runtime import sparse
+    from mbdgen.runtime.status import OK
+    from mbdgen.steppers import _index1_plan
+
+    module = import_generated(GENERATED / f"{name}.py")
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    plan = _index1_plan(module)
+    p = parameter_vector(module, None)
+    q = np.asarray(module.Q0, dtype=float)
+    a_val = np.zeros(len(module.PHI_Q_ROWS))
+    module.dynamics_values(
+        0.0, q, np.zeros(n), p, np.zeros(len(module.MASS_ROWS)), np.zeros(n), np.zeros(m),
+        a_val, np.zeros(m), np.zeros(m),
+    )  # fmt: skip
+    h_val = (np.asarray(module.MASS_ROWS) == np.asarray(module.MASS_COLS)).astype(float)
+    val = np.zeros(plan.values_size)
+    wrow = np.zeros(max(plan.aug_rows.shape[0], 1))
+    sparse.kkt_assemble(plan, h_val, a_val, a_val, np.ones(m), val, wrow)
+    assert sparse.kkt_factor(plan, val) == OK
+    steps = np.abs(val[: n + m][plan.perm[: n + m] >= n]).min()
+    assert sparse.kkt_multiplier_pivot(plan, h_val, a_val) == steps > 0.0
+    assert sparse.kkt_multiplier_pivot(plan, h_val, np.zeros_like(a_val)) == -1.0
+
+
 def test_redundant_rows_fall_back_to_the_dense_test():
     """Bricard's mechanism (sparse, one redundant row J6[4]): the sparse proof fails,
     on a multiplier pivot at rounding level, and the dense QR names the row."""
