@@ -125,6 +125,15 @@ def _phi_q_pattern(module: ModuleType) -> tuple[np.ndarray, np.ndarray]:
     return pattern
 
 
+def _identity_mass(module: ModuleType) -> np.ndarray:
+    """H = I as values on M's pattern (1 on its diagonal entries), once per module."""
+    h_val = getattr(module, "_mbdgen_identity_mass", None)
+    if h_val is None:
+        h_val = (np.asarray(module.MASS_ROWS) == np.asarray(module.MASS_COLS)).astype(np.float64)
+        module._mbdgen_identity_mass = h_val
+    return h_val
+
+
 def constraint_jacobian(
     module: ModuleType, t: float, q: np.ndarray, p: np.ndarray, kernel: str = "phi"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -136,7 +145,7 @@ def constraint_jacobian(
     if phi_q.ndim == 2:
         return phi, phi_q
     dense = np.zeros((phi.size, q.size))
-    np.add.at(dense, (module.PHI_Q_ROWS, module.PHI_Q_COLS), phi_q)
+    np.add.at(dense, _phi_q_pattern(module), phi_q)
     return phi, dense
 
 
@@ -223,11 +232,7 @@ def sparse_rows_independent(module: ModuleType, t0: float, q: np.ndarray, p: np.
         float(t0), q, np.zeros(n), np.ascontiguousarray(p, dtype=np.float64),
         np.zeros(len(module.MASS_ROWS)), np.zeros(n), np.zeros(m), a_val, np.zeros(m), np.zeros(m),
     )  # fmt: skip
-    h_val = getattr(module, "_mbdgen_identity_mass", None)  # H = I on M's pattern
-    if h_val is None:
-        h_val = (np.asarray(module.MASS_ROWS) == np.asarray(module.MASS_COLS)).astype(np.float64)
-        module._mbdgen_identity_mass = h_val
-    smallest = sparse.kkt_multiplier_pivot(plan, h_val, a_val)  # −1: not proven
+    smallest = sparse.kkt_multiplier_pivot(plan, _identity_mass(module), a_val)  # −1: not proven
     bound = SPARSE_RANK_MARGIN * tol * math.sqrt(float(a_val @ a_val))
     return smallest > bound * bound
 
