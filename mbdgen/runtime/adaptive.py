@@ -189,14 +189,16 @@ def adaptive_workspace(
     h_min: float = 0.0,
     h_max: float = math.inf,
     h_first: float = 0.0,
+    stages: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """Arrays for :func:`vabm_chunk`, set for a start at ``t0``: ``(tol, fstate,
-    istate, phi, coef, work)``.
+    istate, phi, coef, work)``; the one-step methods that share it ask for at least
+    ``stages`` rows of ``phi`` (:mod:`mbdgen.runtime.dop853`: 16).
 
     tol : (2, dim) float64, rows rtol and atol (scalars are broadcast; atol > 0).
     fstate : (F_SIZE,) float64, the ``F_*`` slots: t, next h, settings.
     istate : (I_SIZE,) int64, the ``I_*`` slots: order, history length, counters.
-    phi : (kmax + 2, dim) modified divided differences Φ_j(n), row j.
+    phi : (max(kmax + 2, stages), dim) modified divided differences Φ_j(n), row j.
     coef : (C_ROWS, kmax + 2) the past step sizes (row C_DT) and the coefficients
         of the current attempt, ``C_*`` rows.
     work : (work_rows(kmax), dim) the evaluation point, f, the error weights and the
@@ -232,7 +234,8 @@ def adaptive_workspace(
     istate[I_KMAX] = kmax
     coef = np.zeros((C_ROWS, kmax + 2))
     coef[C_GSTAR] = _gstar(kmax + 2)
-    return tol, fstate, istate, np.zeros((kmax + 2, dim)), coef, np.zeros((work_rows(kmax), dim))
+    phi = np.zeros((max(kmax + 2, stages), dim))
+    return tol, fstate, istate, phi, coef, np.zeros((work_rows(kmax), dim))
 
 
 @functools.cache
@@ -460,7 +463,11 @@ def _accept(x, h, t_new, k, knew, ek, ekm1, phi, coef, work, istate, fstate):
     dim = x.shape[0]
     rows = phi.shape[0]
     dt = coef[C_DT]
-    nv = min(istate[I_NVALID] + 1, rows)
+    # rows 0 … k + 1 are all that this step's order test (E_{k+1}) and the next step
+    # (order ≤ k + 1) read, and each row follows from those below it: keeping no more
+    # (DE keeps k + 2 too) changes no value and saves the passes over the higher rows
+    # while the order is below its highest.
+    nv = min(istate[I_NVALID] + 1, rows, k + 2)
     for i in range(dim):
         phi[0, i] = work[R_FE, i]
     for j in range(nv - 1):
