@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "cf84fd776952f470"
-ABI_HASH = "d4782755ae4fa95d"
+COMPILER_HASH = "2de2f760ab673fb0"
+ABI_HASH = "d38f94d9efc5335d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8dbede1f2185c1103906a105fc613537bb05a727246af816685a3e2eb053d7f6"
+BODY_HASH = "bc0ca91e92c385b9358493ddf6582d3029af904536cce1c90ca334896b4e7e97"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"
@@ -1827,6 +1827,24 @@ def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "cf84fd776952f470"
-ABI_HASH = "d4782755ae4fa95d"
+COMPILER_HASH = "2de2f760ab673fb0"
+ABI_HASH = "d38f94d9efc5335d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "513e80c747fa950f30e884bff391e970d3598b2c9ca49fd2126aa7909a883a23"
+BODY_HASH = "d32b304203ec229c773b687a0e79d7086f88c5320356028e72e26a75a70468c6"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"
@@ -872,6 +872,24 @@ def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

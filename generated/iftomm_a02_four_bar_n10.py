@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "cf84fd776952f470"
-ABI_HASH = "d4782755ae4fa95d"
+COMPILER_HASH = "2de2f760ab673fb0"
+ABI_HASH = "d38f94d9efc5335d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9de1f1ad37436861300209fdb087315e8a0cc6930b7a0aa02c775b63e6c5aae7"
+BODY_HASH = "b78182026612d37c79104aeddbf126874fdcb48677158567be0175c5151d2a79"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"
@@ -1582,6 +1582,24 @@ def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.index1.index1_rhs_sparse, dynamics_values, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.gcp_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.hybrid_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "cf84fd776952f470"
-ABI_HASH = "d4782755ae4fa95d"
+COMPILER_HASH = "2de2f760ab673fb0"
+ABI_HASH = "d38f94d9efc5335d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "855558aaf8c403d3a7875a9624694205f38e63cbe311692b436685023462deb6"
+BODY_HASH = "a5538077e62cefd5239b7675463528bfe2b3db6e918bd8679a5d8c577449d713"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"
@@ -9675,6 +9675,24 @@ def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.index1.index1_rhs_sparse, dynamics_values, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.gcp_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.hybrid_rhs, dynamics, ws.force.shape[0], ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

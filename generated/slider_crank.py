@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "cf84fd776952f470"
-ABI_HASH = "d4782755ae4fa95d"
+COMPILER_HASH = "2de2f760ab673fb0"
+ABI_HASH = "d38f94d9efc5335d"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5c7b40909c4d63457d39642fb1b5da612aeafaceda3783d3661dfba117b92f99"
+BODY_HASH = "10e640d5d4868108cc3203955583ffc0b50121c2a7b995a75ae4c6e3fdcc3a90"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -617,6 +617,24 @@ def rkf45_adaptive_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef
 def rkf45_adaptive_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
     """Runtime ``adaptive_rk.rkf45_chunk`` bound to this module's kernels."""
     return rt.adaptive_rk.rkf45_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.index1.index1_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_gcp_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.gcp_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dop853_hybrid_chunk(p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux):
+    """Runtime ``dop853.dop853_chunk`` bound to this module's kernels."""
+    return rt.dop853.dop853_chunk(rt.partition.hybrid_rhs, dynamics, N_COORDINATES, N_CONSTRAINTS, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out, max_steps, out_x, out_f, out_aux)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

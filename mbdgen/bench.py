@@ -968,7 +968,7 @@ def report(results: dict[str, Any]) -> str:
             f"{row['rhs_evaluations_per_step']:>12.2f}{row['ratio_to_handwritten_abm4']:>8.2f}"
         )
     lines.append(
-        "(vabm and rkf45_adaptive choose their own steps: their figures are per output "
+        "(vabm, rkf45_adaptive and dop853 choose their own steps: their figures are per output "
         "interval h, tol 1e-6)"
     )
     if "hht" in r:

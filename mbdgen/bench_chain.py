@@ -104,6 +104,7 @@ CHAIN_METHODS: dict[str, str] = {
     "rk4": "step",
     "vabm": "tolerance",
     "rkf45_adaptive": "tolerance",
+    "dop853": "tolerance",
 }
 #: Tolerances tried by the error-controlled methods, loosest first.
 TOLERANCES = (1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8, 1e-8, 3e-9, 1e-9, 1e-10, 1e-11)

@@ -320,7 +320,7 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     default=1e-3,
     show_default=True,
     type=float,
-    help="Step (vabm, rkf45_adaptive: output interval).",
+    help="Step (error-controlled methods such as vabm, dop853: the output interval).",
 )
 @click.option("--t-end", default=10.0, show_default=True, type=float, help="End time.")
 @click.option("--alpha", default=0.0, show_default=True, type=float, help="Baumgarte α.")

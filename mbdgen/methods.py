@@ -295,6 +295,15 @@ METHODS: dict[str, Method] = {
             (5,),
             tableau="rkf45",
         ),
+        Method(
+            "dop853",
+            "adaptive",
+            "dop853_chunk",
+            "Dormand–Prince 8(5,3) with step-size control and dense output of order 7 "
+            "(Hairer, Nørsett & Wanner §II.10): tight tolerances on smooth problems",
+            (8,),
+            tableau="dop853",
+        ),
         _rk("rk4", "classical fourth-order Runge–Kutta", 4),
         _rk("rkf45", "Fehlberg's fifth-order formula of RKF45, fixed step", 5),
         _rk("heun", "Heun's two-stage second-order Runge–Kutta (explicit trapezoid)", 2),

@@ -549,7 +549,8 @@ def simulate(
         Default: ``"baumgarte"`` if ``alpha`` or ``beta`` is set, else ``"direct"``.
         The Welch schemes enforce constraints themselves and take none.
     rtol, atol : local error tolerances of the variable-step methods (``vabm``,
-        ``rkf45_adaptive``, ``hht_adaptive``, ``genalpha_adaptive``), for which ``h`` is
+        ``rkf45_adaptive``, ``dop853``, ``hht_adaptive``, ``genalpha_adaptive``,
+        ``radau5``), for which ``h`` is
         the output interval, not a step size.  For the index-3 methods the error of q
         is weighted by max(atol, rtol max_t |q_i|): rtol = atol = ε is Negrut et al.
         2007's ε (Eq. 34); ``options`` ``h_min``, ``h_max``, ``h_first`` bound the steps.

@@ -45,6 +45,7 @@ from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
 from mbdgen.runtime import (
     adaptive,
+    dop853,
     explicit,
     genalpha,
     hht,
@@ -397,8 +398,9 @@ def _output_progress(done: int, run: Run) -> int:
 
 class VariableStep(Stepper):
     """Variable step (and order) with error control and dense output on the output
-    grid: vabm (Haug 1989 §7.4.4) and rkf45_adaptive
-    (:mod:`mbdgen.runtime.adaptive`, :mod:`mbdgen.runtime.adaptive_rk`).  One
+    grid: vabm (Haug 1989 §7.4.4), rkf45_adaptive and dop853
+    (:mod:`mbdgen.runtime.adaptive`, :mod:`mbdgen.runtime.adaptive_rk`,
+    :mod:`mbdgen.runtime.dop853`).  One
     ``advance`` unit is one output interval."""
 
     family = "variable"
@@ -417,8 +419,13 @@ class VariableStep(Stepper):
         self.entry = self._entry()
         self.tol, self.fstate, self.istate, self.phi_dd, self.coef, self.work = (
             adaptive.adaptive_workspace(
-                run.x.size, run.order, t0=run.t0, rtol=run.rtol, atol=run.atol
-            )
+                run.x.size,
+                min(run.order, adaptive.KMAX),
+                t0=run.t0,
+                rtol=run.rtol,
+                atol=run.atol,
+                stages=dop853.STAGES if run.spec.tableau == "dop853" else 0,
+            )  # fmt: skip
         )
         self.t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         self.t_out[-1] = min(self.t_out[-1], run.t_end)

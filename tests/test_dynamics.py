@@ -246,7 +246,7 @@ def test_every_method_stays_in_bounds(tmp_path):
     assert run_python(code, env=env).strip().endswith("ok")
 
 
-@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
+@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive", "dop853"])
 def test_variable_step_collapse_keeps_the_partial_result(tmp_path, method):
     """ẍ = x³ from x = 1 at rest escapes to infinity at t ≈ 1.85: the variable-step
     method stops with a step-size collapse (or a NaN) naming the time, and the

@@ -160,7 +160,7 @@ def test_variable_step_methods_with_gcp_and_hybrid(circle, circle_reference, met
         assert r.counters["repartitions"] == 0
 
 
-@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])
+@pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive", "dop853"])
 def test_error_control_on_a_driven_mechanism_with_gcp_is_refused(method):
     """A kinematically driven mechanism (the four-bar: 9 constraints on 9 coordinates)
     has no independent coordinate under GCP: the error-controlled methods have no state

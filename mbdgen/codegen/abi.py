@@ -309,6 +309,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         for name, routine in (
             ("vabm", "adaptive.vabm_chunk"),
             ("rkf45_adaptive", "adaptive_rk.rkf45_chunk"),
+            ("dop853", "dop853.dop853_chunk"),
         )
         for suffix, rhs in (
             ("", "rt.index1.index1_rhs"),

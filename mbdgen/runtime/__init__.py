@@ -22,6 +22,7 @@ from mbdgen import (
 from mbdgen.runtime import (
     adaptive,
     adaptive_rk,
+    dop853,
     explicit,
     genalpha,
     hht,
@@ -71,6 +72,7 @@ __all__ = [
     "module_name",
     "adaptive",
     "adaptive_rk",
+    "dop853",
     "explicit",
     "genalpha",
     "hht",

@@ -31,6 +31,7 @@ from numba.extending import NativeValue, register_model, typeof_impl, unbox
 from mbdgen.runtime import (
     adaptive,
     adaptive_rk,
+    dop853,
     explicit,
     hht,
     index1,
@@ -136,6 +137,33 @@ def rkf45_adaptive_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, 
                                    t_out, n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
 
 
+@njit(**_OPTS)
+def dop853_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out, n_out,
+                 max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.dop853.dop853_chunk` on the index-1 right side."""
+    return dop853.dop853_chunk(index1.index1_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
+                               ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def dop853_gcp_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                     n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.dop853.dop853_chunk` on the GCP right side."""
+    return dop853.dop853_chunk(partition.gcp_rhs, kern, ws.force.shape[0], ws.phi.shape[0], p,
+                               ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def dop853_hybrid_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                        t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.dop853.dop853_chunk` on the hybrid right side."""
+    return dop853.dop853_chunk(partition.hybrid_rhs, kern, ws.force.shape[0], ws.phi.shape[0],
+                               p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work, t_out,
+                               n_out, max_steps, out_x, out_f, out_aux)  # fmt: skip
+
+
 #: ``dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma)`` with M and
 #: Φ_q as values on their patterns (:func:`mbdgen.runtime.index1.index1_rhs_sparse`).
 DYNAMICS_VALUES_SIGNATURE = types.void(types.float64, _V, _V, _V, _V, _V, _V, _V, _V, _V)
@@ -203,6 +231,26 @@ def rkf45_adaptive_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, ista
                                    out_aux)  # fmt: skip
 
 
+@njit(**_OPTS)
+def dop853_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                        t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.dop853.dop853_chunk` on the sparse index-1 right side."""
+    return dop853.dop853_chunk(index1.index1_rhs_sparse, kern, ws.force.shape[0],
+                               ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi,
+                               coef, work, t_out, n_out, max_steps, out_x, out_f,
+                               out_aux)  # fmt: skip
+
+
+@njit(**_OPTS)
+def dop853_gcp_sparse_chunk(kern, p, ctrl, ws, aux, x, tol, fstate, istate, phi, coef, work,
+                            t_out, n_out, max_steps, out_x, out_f, out_aux):  # fmt: skip
+    """:func:`mbdgen.runtime.dop853.dop853_chunk` on the sparse GCP right side."""
+    return dop853.dop853_chunk(partition.gcp_rhs_sparse, kern, ws.force.shape[0],
+                               ws.phi.shape[0], p, ctrl, ws, aux, x, tol, fstate, istate, phi,
+                               coef, work, t_out, n_out, max_steps, out_x, out_f,
+                               out_aux)  # fmt: skip
+
+
 #: Index-1 entry point name → shared routine on the sparse right side, for modules
 #: whose ``LINEAR_ALGEBRA`` is "sparse" (their own entry points bind the same).  The
 #: GCP ones exist only here: a sparse module's own GCP entry points stay dense, so
@@ -215,6 +263,8 @@ SHARED_SPARSE: dict[str, Any] = {
     "abm_gcp_chunk": abm_gcp_sparse_chunk,
     "vabm_gcp_chunk": vabm_gcp_sparse_chunk,
     "rkf45_adaptive_gcp_chunk": rkf45_adaptive_gcp_sparse_chunk,
+    "dop853_chunk": dop853_sparse_chunk,
+    "dop853_gcp_chunk": dop853_gcp_sparse_chunk,
 }
 
 #: Entry point name → shared routine taking the ``dynamics`` kernel first.
@@ -223,7 +273,7 @@ SHARED: dict[str, Any] = {
     for f in (
         abm_chunk, abm_gcp_chunk, abm_hybrid_chunk, vabm_chunk, vabm_gcp_chunk,
         vabm_hybrid_chunk, rkf45_adaptive_chunk, rkf45_adaptive_gcp_chunk,
-        rkf45_adaptive_hybrid_chunk,
+        rkf45_adaptive_hybrid_chunk, dop853_chunk, dop853_gcp_chunk, dop853_hybrid_chunk,
     )
 }  # fmt: skip
 

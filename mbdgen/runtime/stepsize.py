@@ -22,6 +22,8 @@ possible") and what lets a Newton method keep its factorized iteration matrix
   1/(k + 1) set per step;
 * :data:`RKF45` — Fehlberg 4(5) (:mod:`mbdgen.runtime.adaptive_rk`): safety 0.9,
   factor in [0.2, 4], no band;
+* :data:`DOP853` — Dormand–Prince 8(5,3) (:mod:`mbdgen.runtime.dop853`): Hairer's
+  DOP853 numbers, safety 0.9, factor in [1/3, 6], no band;
 * :data:`INDEX3` — HHT-α and generalized-α with error control
   (:mod:`mbdgen.runtime.hht`): Negrut et al. 2007's h_new = s h / Θ^{1/6} with
   s = 0.9 (Eqs. 37b, 47d; Θ = err², so the exponent is 1/3), bounded to [0.2, 2]
@@ -63,6 +65,12 @@ VABM = Controller(
 #: Fehlberg 4(5): h · min(4, max(0.2, 0.9 err^(−1/5))).
 RKF45 = Controller(
     safety=0.9, target=1.0, grow_min=1.0, grow_bias=1.0, grow_max=4.0, shrink_min=0.2,
+    shrink_max=1.0,
+)  # fmt: skip
+#: Dormand–Prince 8(5,3): h · min(6, max(1/3, 0.9 err^(−1/8))) (Hairer's DOP853:
+#: SAFE = 0.9, FAC1 = 0.333, FAC2 = 6).
+DOP853 = Controller(
+    safety=0.9, target=1.0, grow_min=1.0, grow_bias=1.0, grow_max=6.0, shrink_min=1.0 / 3.0,
     shrink_max=1.0,
 )  # fmt: skip
 #: HHT-α and generalized-α (Negrut et al. 2007, Eqs. 37-38: safety 0.9).
