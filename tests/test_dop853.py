@@ -189,9 +189,13 @@ def test_gcp_repartitions_and_hybrid_on_the_circle(circle, constraints, tol):
     runs vabm and rkf45_adaptive: GCP re-partitions 35 times, each a restart of the
     method, and the dense output of the steps before it is used first.  Final errors
     against the reduced ODE (SciPy, 1e-12): GCP 1.1e-7 at tol = 1e-10; hybrid 3.5e-8
-    at 1e-12 — at 1e-10 it is 2.0e-6, where vabm has 1.4e-8: an error estimate per
-    step lets a one-step method's phase error add up over the loops (rkf45_adaptive
-    5.9e-7).  Bound 2e-6, ‖Φ‖ at the Newton tolerance.
+    at 1e-12.  At 1e-10 hybrid reaches only 2.0e-6 (Baumgarte alone 1.3e-7): the
+    hybrid right side corrects every point it is evaluated at, and an RK method's
+    stage points, of low stage order, lie off the constraints by far more than the
+    Newton tolerance, so each stage's f is taken at a corrected point the tableau does
+    not know (Haug's §7.3.5 corrects the state after a step).  rkf45_adaptive loses
+    the same way (2.1e-7 → 5.9e-7); vabm, whose points are its predicted and corrected
+    states, gains (3.3e-9 → 1.3e-9).  Bound 2e-6, ‖Φ‖ at the Newton tolerance.
 
     Under GCP most attempts near a partition's end are rejected (313 of 830 at 1e-10):
     the independent coordinate's equation grows stiff as Φ_u degrades and the error of
