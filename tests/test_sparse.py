@@ -382,8 +382,10 @@ def test_sparse_time_loop_allocates_nothing_per_step():
     of steps: fixed-step ABM over 10 and 2000 steps (one chunk), variable-step ABM
     with the same 6 outputs at two tolerances (29 and ~270 steps; orders up to 5,
     since up to 12 the tight tolerance takes only 128 steps against 28, too few for
-    the test's 5×).  The allocations there are come from wrapping the arguments once
-    per call."""
+    the test's 5×); DOP853 at 1e-8 and 1e-13 (15 and 52 steps: its step count grows as
+    tol^(−1/8); both in four chunks, since each chunk's call allocates its argument
+    wrappers).  The allocations there are come from wrapping the arguments once per
+    call."""
     code = """
 import json, mbdgen
 from numba.core.runtime import _nrt_python, rtsys
@@ -399,6 +401,9 @@ for method, keywords in (
     ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4, order=5)),
     ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-4, atol=1e-4, order=5)),
     ("vabm", dict(h=0.1, t_end=0.5, rtol=1e-10, atol=1e-10, order=5)),
+    ("dop853", dict(h=0.1, t_end=0.5, rtol=1e-8, atol=1e-8)),
+    ("dop853", dict(h=0.1, t_end=0.5, rtol=1e-8, atol=1e-8)),
+    ("dop853", dict(h=0.1, t_end=0.5, rtol=1e-13, atol=1e-13)),
 ):
     before = rtsys.get_allocation_stats().alloc
     r = mbdgen.simulate(m, method=method, **keywords)
@@ -408,3 +413,4 @@ print(json.dumps(counts))
     counts = json.loads(run_python(code, env={"NUMBA_NRT_STATS": "1"}).splitlines()[-1])
     assert counts[2][0] == counts[1][0] and counts[5][0] == counts[4][0], counts
     assert counts[2][1] > 100 * counts[1][1] and counts[5][1] > 5 * counts[4][1], counts
+    assert counts[8][0] == counts[7][0] and counts[8][1] > 3 * counts[7][1], counts
