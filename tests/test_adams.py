@@ -20,7 +20,7 @@ from mbdgen.runtime import explicit
 
 
 @njit(cache=True)
-def _exp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+def _exp_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state):
     f[0] = x[0]
     return 0
 

@@ -23,7 +23,7 @@ PULSE_WIDTH = 0.05
 
 
 @njit(cache=True)
-def _rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+def _rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state):
     which = int(p[0])
     if which == 0:  # x' = x
         f[0] = x[0]

@@ -86,7 +86,7 @@ ends at the unprojected corrector, within the projection (≈ the constraint err
 the projection removed) of the state kept.
 
 The loop is generic in the right side, with the convention of
-:func:`mbdgen.runtime.explicit.abm_chunk`: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)``
+:func:`mbdgen.runtime.explicit.abm_chunk`: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state)``
 returns a status code, writes f(x, t) into ``f`` and its record into ``aux``.  It is
 called from one place in the loop, which cycles through the evaluations (start,
 predicted, corrected, output points), so that Numba inlines (and with constant sizes
@@ -668,7 +668,7 @@ def vabm_chunk(
                 t_eval = t + h
                 phase = _PH_PRED
         # E: the one evaluation site
-        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
+        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux, True)
         istate[I_NEVAL] += 1
         if status != OK and not (status == REPARTITION and phase == _PH_OUTPUT):
             return status

@@ -21,7 +21,7 @@ is O(h⁴) locally, one order below the steps: for a reference solution ask for 
 tolerances.
 
 The loop shares the conventions of :func:`mbdgen.runtime.adaptive.vabm_chunk`: the
-right side ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)`` (which may project ``x``:
+right side ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state)`` (which may project ``x``:
 the accepted state is the projected one), one evaluation site, the workspace of
 :func:`~mbdgen.runtime.adaptive.adaptive_workspace` (``phi`` holds the six stages,
 ``work`` the evaluation point, f, the error weights and the last step's x_n, f_n),
@@ -182,7 +182,7 @@ def rkf45_chunk(
                 xe[i] = x[i] + h * acc
             t_eval = t + _C[stage] * h
         # E: the one evaluation site
-        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
+        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux, phase != _PH_STAGE)
         istate[I_NEVAL] += 1
         if status != OK and not (status == REPARTITION and phase == _PH_OUTPUT):
             return status

@@ -39,7 +39,7 @@ run with few outputs almost none.
 
 The loop shares the conventions of :func:`mbdgen.runtime.adaptive.vabm_chunk` and
 :func:`mbdgen.runtime.adaptive_rk.rkf45_chunk`: the right side ``rhs(kern, n, m, t,
-x, p, ctrl, ws, f, aux)`` (which may project ``x``: the accepted state is the
+x, p, ctrl, ws, f, aux, state)`` (which may project ``x``: the accepted state is the
 projected one), one evaluation site, the workspace of
 :func:`~mbdgen.runtime.adaptive.adaptive_workspace` with ``stages=STAGES`` rows in
 ``phi`` (the sixteen K_j), ``work`` holding the evaluation point, f, the error
@@ -556,7 +556,8 @@ def dop853_chunk(
                 t_eval = t + _C[stage] * h
                 phase = _PH_STAGE
         # E: the one evaluation site
-        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
+        state = phase != _PH_STAGE and phase != _PH_DENSE
+        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux, state)
         istate[I_NEVAL] += 1
         if status == REPARTITION and phase == _PH_DENSE:
             repartition = True  # valid values: returned once the output is written

@@ -18,10 +18,12 @@ Two start-up procedures fill the history of f values:
   With a target order k that the history never reaches, every step is a Runge–Kutta
   step: that is how the explicit Runge–Kutta methods run.
 
-The loop is generic in the right side: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux)``
+The loop is generic in the right side: ``rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state)``
 returns a status code and writes f(x, t) into ``f`` (and any per-evaluation record
 into ``aux``); ``kern`` is the model's kernel and n, m its sizes, passed through
-untouched (constants in a generated entry point).  One call advances ``n_steps``
+untouched (constants in a generated entry point); ``state`` is False at a
+Runge–Kutta stage, whose point the hybrid right side must not correct
+(:func:`mbdgen.runtime.partition.hybrid_rhs`).  One call advances ``n_steps``
 steps; nothing is allocated.
 
 The right side is called from a single place in the loop, which cycles through
@@ -216,7 +218,7 @@ def abm_chunk(
                 t_eval = t_n + h
                 phase = _PH_PRED if state[S_CORRECT] != 0 else _PH_ACCEPT
         # E: the one evaluation site
-        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux)
+        status = rhs(kern, n, m, t_eval, xe, p, ctrl, ws, fe, aux, phase != _PH_STAGE)
         state[S_NEVAL] += 1
         if status != OK:
             return status

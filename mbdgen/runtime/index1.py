@@ -122,8 +122,12 @@ def solve_index1(n, m, qd, alpha, beta2, mass, force, phi, phi_q, phi_t, gamma, 
 
 
 @njit(cache=True, inline="always")
-def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux):
+def index1_rhs(kern, n, m, t, x, p, ctrl, ws, f, aux, state):
     """f(x, t) = [q̇; q̈] for x = [q; q̇]; writes λ, ‖Φ‖₂, ‖Φ̇‖₂ into ``aux``.
+
+    ``state``: x is a state of the method (a step's result, a predicted or output
+    point), not a Runge–Kutta stage; only :func:`mbdgen.runtime.partition.hybrid_rhs`
+    reads it.
 
     ``kern`` is a generated ``dynamics`` kernel of a model with n coordinates and m
     constraints (``ws`` is :func:`workspace` of those sizes).  Returns a status code.
@@ -363,7 +367,7 @@ def solve_index1_sparse(n, m, qd, alpha, beta2, ws):
 
 
 @njit(cache=True, inline="always")
-def index1_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux):
+def index1_rhs_sparse(kern, n, m, t, x, p, ctrl, ws, f, aux, state):
     """:func:`index1_rhs` on the static sparse patterns (:mod:`mbdgen.runtime.sparse`):
     ``kern`` is a generated ``dynamics_values`` kernel, ``ws`` a :class:`SparseWorkspace`.
     """
