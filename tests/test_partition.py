@@ -144,7 +144,8 @@ def test_variable_step_methods_with_gcp_and_hybrid(circle, circle_reference, met
     1e-11: measured final errors 4.7e-7 (GCP, 35 re-partitions), 1.4e-8 (hybrid),
     against 5.5e-7 for ``vabm`` on the unconstrained index-1 equations (and 2.9e-5,
     1.7e-6, 5.7e-5 at 1e-8: proportional to the tolerance).  ``rkf45_adaptive``
-    restarts the same way: 2.3e-7 (GCP), 5.9e-7 (hybrid), 1.3e-6 unconstrained.
+    restarts the same way: 2.3e-7 (GCP), 1.6e-7 (hybrid; 5.9e-7 while the hybrid
+    right side corrected its stages, stop 34), 1.3e-6 unconstrained.
     Bound 2e-6.
     """
     gains = {"alpha": 5.0, "beta": 5.0} if constraints == "hybrid" else {}
