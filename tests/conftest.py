@@ -69,6 +69,23 @@ def _pendulum_angle(pendulum) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="session")
+def pendulum_solution(pendulum):
+    """The pendulum's angle over [0, 10] from its reduced ODE, SciPy's RK45 at
+    rtol = atol = 1e-13 (dense output: call it with times)."""
+    from scipy.integrate import solve_ivp
+
+    m, J, l, g = pendulum.P_DEFAULT
+    return solve_ivp(
+        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
+        (0.0, 10.0),
+        [0.0, 0.0],
+        rtol=1e-13,
+        atol=1e-13,
+        dense_output=True,
+    ).sol
+
+
+@pytest.fixture(scope="session")
 def pendulum_reference(pendulum):
     """φ(1) of the pendulum (see :func:`_pendulum_angle`)."""
     return _pendulum_angle(pendulum)[0]

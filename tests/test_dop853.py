@@ -125,22 +125,6 @@ def circle():
     return mbdgen.compile(MODELS / "circle.py")
 
 
-@pytest.fixture(scope="module")
-def pendulum_solution(pendulum):
-    """The pendulum's angle from its reduced ODE, SciPy's RK45 at rtol = atol = 1e-13."""
-    from scipy.integrate import solve_ivp
-
-    m, J, l, g = pendulum.P_DEFAULT
-    return solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0.0, 10.0),
-        [0.0, 0.0],
-        rtol=1e-13,
-        atol=1e-13,
-        dense_output=True,
-    ).sol
-
-
 def test_error_follows_the_tolerance(pendulum, pendulum_solution):
     """On the pendulum over 10 s, 1001 outputs against the reduced ODE: the error is
     1.39, 0.86, 0.55 × tol at tol = 1e-6, 1e-8, 1e-10 (bound: within [0.1, 3] × tol),

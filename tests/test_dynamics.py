@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import fitted_order
-from scipy.integrate import solve_ivp
 
 import mbdgen
 from mbdgen.errors import MbdgenError, SimulationError
@@ -48,20 +47,6 @@ def test_order_ramp_start_limits_adams_bashforth_to_order_two(pendulum, pendulum
     This is why the default start is the RKF starter."""
     slope, errors = fitted_order(pendulum, pendulum_reference, "ab", k, range(3, 9), start="ramp")
     assert abs(slope - 2.0) <= 0.2, (slope, errors)
-
-
-@pytest.fixture(scope="module")
-def pendulum_solution(pendulum):
-    """The pendulum's angle from its reduced ODE, SciPy's RK45 at rtol = atol = 1e-13."""
-    m, J, l, g = pendulum.P_DEFAULT
-    return solve_ivp(
-        lambda t, y: [y[1], -m * g * l * np.cos(y[0]) / (J + m * l * l)],
-        (0.0, 10.0),
-        [0.0, 0.0],
-        rtol=1e-13,
-        atol=1e-13,
-        dense_output=True,
-    ).sol
 
 
 @pytest.mark.parametrize("method", ["vabm", "rkf45_adaptive"])

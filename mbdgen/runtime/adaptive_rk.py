@@ -101,6 +101,51 @@ def _hermite(t, fstate, istate, x, phi, work, out):
         )
 
 
+@njit(cache=True)
+def rk_start(t, x, xe, fe, phi, tol, scale, fstate, istate):
+    """The first evaluation of an embedded RK loop (rkf45, dop853) is done: take x0
+    (the right side may have projected it) and f0 as the first stage, and choose the
+    first step (``F_HFIRST``, or the starting-step heuristic).  NONFINITE or OK."""
+    for i in range(x.shape[0]):
+        x[i] = xe[i]
+        if not (math.isfinite(x[i]) and math.isfinite(fe[i])):
+            return NONFINITE
+        phi[0, i] = fe[i]
+    h0 = fstate[F_HFIRST]
+    if h0 <= 0.0:
+        h0, _ = _first_step(x, fe, tol, scale)
+    fstate[F_H] = max(min(h0, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
+    istate[I_STARTED] = 1
+    istate[I_NFAIL] = 0
+    return OK
+
+
+@njit(cache=True)
+def rk_accepted(t, h, exponent, controller, order, fstate, istate):
+    """Book an accepted step t → t + h whose estimate is ``fstate[F_ERR]``, and choose
+    the next h with ``controller`` (no growth right after a rejection)."""
+    fstate[F_TPREV] = t
+    fstate[F_T] = t + h
+    grow = ratio(fstate[F_ERR], exponent, controller)
+    if istate[I_NFAIL] > 0:
+        grow = min(grow, 1.0)
+    fstate[F_H] = max(min(h * grow, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
+    istate[I_NSTEP] += 1
+    istate[I_NFAIL] = 0
+    istate[I_KUSED] = order
+
+
+@njit(cache=True)
+def rk_rejected(h, err, finite, exponent, controller, fstate, istate):
+    """Book a rejected attempt of size h: retry with the controller's ratio, or with
+    a quarter of h if it met a NaN or inf."""
+    istate[I_NREJECT] += 1
+    istate[I_NFAIL] += 1
+    istate[I_NONFINITE] = 0 if (finite and math.isfinite(err)) else 1
+    cut = 0.25 if istate[I_NONFINITE] else retry_ratio(err, exponent, controller)
+    fstate[F_H] = h * cut
+
+
 @njit(cache=True, inline="always")
 def rkf45_chunk(
     rhs,
@@ -212,11 +257,7 @@ def rkf45_chunk(
                     t_eval = t + h
                     phase = _PH_ACCEPT
                 else:
-                    istate[I_NREJECT] += 1
-                    istate[I_NFAIL] += 1
-                    istate[I_NONFINITE] = 0 if (finite and math.isfinite(err)) else 1
-                    cut = 0.25 if istate[I_NONFINITE] else retry_ratio(err, _EXPONENT, RKF45)
-                    fstate[F_H] = h * cut
+                    rk_rejected(h, err, finite, _EXPONENT, RKF45, fstate, istate)
                     phase = _PH_NEXT
         elif phase == _PH_ACCEPT:
             finite = True
@@ -229,20 +270,9 @@ def rkf45_chunk(
                     work[R_DPK, i] = phi[0, i]
                     x[i] = xe[i]  # the right side may have projected it
                     phi[0, i] = fe[i]
-                fstate[F_TPREV] = t
-                fstate[F_T] = t + h
-                grow = ratio(fstate[F_ERR], _EXPONENT, RKF45)
-                if istate[I_NFAIL] > 0:
-                    grow = min(grow, 1.0)  # no growth right after a rejection
-                fstate[F_H] = max(min(h * grow, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
-                istate[I_NSTEP] += 1
-                istate[I_NFAIL] = 0
-                istate[I_KUSED] = 5
+                rk_accepted(t, h, _EXPONENT, RKF45, 5, fstate, istate)
             else:
-                istate[I_NREJECT] += 1
-                istate[I_NFAIL] += 1
-                istate[I_NONFINITE] = 1
-                fstate[F_H] = 0.25 * h
+                rk_rejected(h, math.inf, False, _EXPONENT, RKF45, fstate, istate)
             phase = _PH_NEXT
         elif phase == _PH_OUTPUT:
             _write_output(istate[I_JOUT], xe, fe, aux, out_x, out_f, out_aux, istate, True)
@@ -251,15 +281,6 @@ def rkf45_chunk(
             if status == REPARTITION:
                 return status
         else:  # _PH_INIT: f(x0, t0) is the first stage; the first step from x0, f0
-            for i in range(dim):
-                x[i] = xe[i]  # the right side may have projected x0
-                if not (math.isfinite(x[i]) and math.isfinite(fe[i])):
-                    return NONFINITE
-                phi[0, i] = fe[i]
-            h0 = fstate[F_HFIRST]
-            if h0 <= 0.0:
-                h0, _ = _first_step(x, fe, tol, scale)
-            fstate[F_H] = max(min(h0, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
-            istate[I_STARTED] = 1
-            istate[I_NFAIL] = 0
+            if rk_start(t, x, xe, fe, phi, tol, scale, fstate, istate) != OK:
+                return NONFINITE
             phase = _PH_NEXT

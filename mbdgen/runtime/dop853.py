@@ -59,18 +59,13 @@ from mbdgen.runtime.adaptive import (
     C_DT,
     F_ERR,
     F_H,
-    F_HFIRST,
-    F_HMAX,
     F_HMIN,
     F_T,
     F_TPREV,
     I_JOUT,
     I_K,
-    I_KUSED,
     I_NEVAL,
-    I_NFAIL,
     I_NONFINITE,
-    I_NREJECT,
     I_NSTEP,
     I_NVALID,
     I_RAMP,
@@ -81,12 +76,12 @@ from mbdgen.runtime.adaptive import (
     R_STAR,
     R_XE,
     R_XPREV,
-    _first_step,
     _write_output,
 )
+from mbdgen.runtime.adaptive_rk import rk_accepted, rk_rejected, rk_start
 from mbdgen.runtime.refs import borrow
 from mbdgen.runtime.status import NONFINITE, OK, REPARTITION, STEP_SIZE_COLLAPSE
-from mbdgen.runtime.stepsize import DOP853, h_floor, ratio, retry_ratio
+from mbdgen.runtime.stepsize import DOP853, h_floor
 
 #: Rows of ``phi``: the twelve stages, f(x_{n+1}) and the dense output's three.
 STAGES = 16
@@ -578,11 +573,7 @@ def dop853_chunk(
                     t_eval = t + h
                     phase = _PH_ACCEPT
                 else:
-                    istate[I_NREJECT] += 1
-                    istate[I_NFAIL] += 1
-                    istate[I_NONFINITE] = 0 if (finite and math.isfinite(err)) else 1
-                    cut = 0.25 if istate[I_NONFINITE] else retry_ratio(err, _EXPONENT, DOP853)
-                    fstate[F_H] = h * cut
+                    rk_rejected(h, err, finite, _EXPONENT, DOP853, fstate, istate)
                     phase = _PH_NEXT
         elif phase == _PH_ACCEPT:
             finite = True
@@ -597,20 +588,9 @@ def dop853_chunk(
                 istate[I_FSAL] = 1
                 istate[I_DENSE] = 0
                 coef[C_DT, 0] = h
-                fstate[F_TPREV] = t
-                fstate[F_T] = t + h
-                grow = ratio(fstate[F_ERR], _EXPONENT, DOP853)
-                if istate[I_NFAIL] > 0:
-                    grow = min(grow, 1.0)  # no growth right after a rejection
-                fstate[F_H] = max(min(h * grow, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
-                istate[I_NSTEP] += 1
-                istate[I_NFAIL] = 0
-                istate[I_KUSED] = ORDER
+                rk_accepted(t, h, _EXPONENT, DOP853, ORDER, fstate, istate)
             else:
-                istate[I_NREJECT] += 1
-                istate[I_NFAIL] += 1
-                istate[I_NONFINITE] = 1
-                fstate[F_H] = 0.25 * h
+                rk_rejected(h, math.inf, False, _EXPONENT, DOP853, fstate, istate)
             phase = _PH_NEXT
         elif phase == _PH_DENSE:
             for i in range(dim):
@@ -630,16 +610,7 @@ def dop853_chunk(
             if status == REPARTITION or repartition:
                 return REPARTITION
         else:  # _PH_INIT: f(x0, t0) is the first stage; the first step from x0, f0
-            for i in range(dim):
-                x[i] = xe[i]  # the right side may have projected x0
-                if not (math.isfinite(x[i]) and math.isfinite(fe[i])):
-                    return NONFINITE
-                phi[0, i] = fe[i]
             istate[I_FSAL] = 0
-            h0 = fstate[F_HFIRST]
-            if h0 <= 0.0:
-                h0, _ = _first_step(x, fe, tol, work[R_SCALE])
-            fstate[F_H] = max(min(h0, fstate[F_HMAX]), h_floor(fstate[F_HMIN], t))
-            istate[I_STARTED] = 1
-            istate[I_NFAIL] = 0
+            if rk_start(t, x, xe, fe, phi, tol, work[R_SCALE], fstate, istate) != OK:
+                return NONFINITE
             phase = _PH_NEXT
