@@ -420,12 +420,12 @@ class VariableStep(Stepper):
         self.tol, self.fstate, self.istate, self.phi_dd, self.coef, self.work = (
             adaptive.adaptive_workspace(
                 run.x.size,
-                min(run.order, adaptive.KMAX),
+                run.order,
                 t0=run.t0,
                 rtol=run.rtol,
                 atol=run.atol,
                 stages=dop853.STAGES if run.spec.tableau == "dop853" else 0,
-            )  # fmt: skip
+            )
         )
         self.t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
         self.t_out[-1] = min(self.t_out[-1], run.t_end)
