@@ -1466,6 +1466,116 @@ def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
     }
 
 
+#: Generalized-α against Exudyn's: Exudyn's default ρ∞, the bench's h, 2 s from rest.
+GENALPHA_EXUDYN_RHO_INF = 0.9
+GENALPHA_EXUDYN_T_END = 2.0
+#: Steps of the short runs whose time is subtracted: what is left is the stepping.
+GENALPHA_EXUDYN_SHORT_STEPS = 20
+
+
+def genalpha_exudyn_case(
+    module: ModuleType,
+    t_end: float = GENALPHA_EXUDYN_T_END,
+    repeats: int = 5,
+    rho_inf: float = GENALPHA_EXUDYN_RHO_INF,
+) -> dict[str, Any]:
+    """mbdgen's ``genalpha`` against Exudyn's generalized-α on the slider-crank (issue
+    10 §3: the method Exudyn and Chrono users reach for first).
+
+    The same method — generalized-α on the index-3 equations (Arnold & Brüls 2007),
+    ρ∞ = ``rho_inf`` — at the same h = :data:`H`, from the same assembled state at
+    rest (:mod:`mbdgen.bench_exudyn` builds the mechanism from Exudyn's planar items).
+    Time: the best of ``repeats`` whole calls each (mbdgen: ``simulate`` with the
+    assembly and one output row at the end; Exudyn: building the system and
+    ``SolveDynamic``), interleaved; the per-step cost is the difference between a run
+    to ``t_end`` and one of :data:`GENALPHA_EXUDYN_SHORT_STEPS` steps, so that each
+    tool's fixed cost drops out.  Agreement: both final [θ, φ, x, y] against vabm at
+    rtol = atol = 1e-12; the same method at the same h differs from itself by the two
+    Newton iterations' tolerances only, far below the error they share.
+    ``{"installed": False}`` without Exudyn.
+    """
+    import warnings
+
+    import mbdgen
+    from mbdgen import bench_exudyn
+
+    if not bench_exudyn.available():
+        return {"installed": False}
+    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    theta0 = float(module.Q0[0])
+    short_t = GENALPHA_EXUDYN_SHORT_STEPS * H
+
+    def mine(t: float) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the run's energy note (ρ∞ < 1 damps)
+            return mbdgen.simulate(
+                module, method="genalpha", rho_inf=rho_inf, h=H, t_end=t,
+                assemble=["theta"], output_every=int(round(t / H)),
+            )  # fmt: skip
+
+    def theirs(t: float) -> np.ndarray:
+        return np.asarray(bench_exudyn.simulate_one(defaults, theta0, H, t, rho_inf))
+
+    def timed(fn: Callable[[float], Any], t: float) -> float:
+        start = time.perf_counter()
+        fn(t)
+        return time.perf_counter() - start
+
+    final_mine, final_theirs = mine(t_end).q[-1], theirs(t_end)  # JIT or cache load
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = mbdgen.simulate(
+            module, method="vabm", rtol=1e-12, atol=1e-12, h=t_end, t_end=t_end,
+            assemble=["theta"],
+        ).q[-1]  # fmt: skip
+    best = {key: math.inf for key in ("mine", "mine_short", "theirs", "theirs_short")}
+    for _ in range(repeats):
+        best["mine"] = min(best["mine"], timed(mine, t_end))
+        best["theirs"] = min(best["theirs"], timed(theirs, t_end))
+        best["mine_short"] = min(best["mine_short"], timed(mine, short_t))
+        best["theirs_short"] = min(best["theirs_short"], timed(theirs, short_t))
+    steps = int(round(t_end / H)) - GENALPHA_EXUDYN_SHORT_STEPS
+    us_mine = (best["mine"] - best["mine_short"]) / steps * 1e6
+    us_theirs = (best["theirs"] - best["theirs_short"]) / steps * 1e6
+    return {
+        "installed": True,
+        "version": bench_exudyn.version(),
+        "problem": f"slider_crank from rest, rho_inf={rho_inf:g}, h={H:g}, t_end={t_end:g}",
+        "steps": int(round(t_end / H)),
+        "repeats": repeats,
+        "mbdgen_ms": best["mine"] * 1e3,
+        "exudyn_ms": best["theirs"] * 1e3,
+        "mbdgen_us_per_step": us_mine,
+        "exudyn_us_per_step": us_theirs,
+        "ratio_exudyn_over_mbdgen_per_step": us_theirs / us_mine,
+        "ratio_exudyn_over_mbdgen_whole": best["theirs"] / best["mine"],
+        "max_abs_diff_mbdgen_exudyn": float(np.max(np.abs(final_mine - final_theirs))),
+        "max_abs_error_mbdgen": float(np.max(np.abs(final_mine - ref))),
+        "max_abs_error_exudyn": float(np.max(np.abs(final_theirs - ref))),
+        "pass_faster": bool(us_theirs > us_mine),
+    }
+
+
+def genalpha_exudyn_report(g: dict[str, Any] | None) -> list[str]:
+    """Lines of :func:`genalpha_exudyn_case` for :func:`implicit_report`."""
+    if g is None:
+        return ["generalized-α against Exudyn: skipped in the quick run"]
+    if not g["installed"]:
+        return ["generalized-α against Exudyn: Exudyn not installed (pip install 'mbdgen[bench]')"]
+    return [
+        f"generalized-α against Exudyn {g['version']} (same method, index 3): {g['problem']}",
+        f"{'implementation':<34}{'whole ms':>10}{'us/step':>10}   (us/step: fixed costs removed)",
+        f"{'mbdgen genalpha':<34}{g['mbdgen_ms']:>10.2f}{g['mbdgen_us_per_step']:>10.3f}",
+        f"{'Exudyn SolveDynamic':<34}{g['exudyn_ms']:>10.2f}{g['exudyn_us_per_step']:>10.3f}",
+        f"final [θ, φ, x, y]: |mbdgen - Exudyn| {g['max_abs_diff_mbdgen_exudyn']:.2e}; "
+        f"against vabm at 1e-12: mbdgen {g['max_abs_error_mbdgen']:.2e}, Exudyn "
+        f"{g['max_abs_error_exudyn']:.2e}",
+        f"goal  generalized-α faster than Exudyn's: Exudyn / mbdgen per step "
+        f"{g['ratio_exudyn_over_mbdgen_per_step']:.1f} (whole call "
+        f"{g['ratio_exudyn_over_mbdgen_whole']:.1f})  {_goal(g['pass_faster'])}",
+    ]
+
+
 # --------------------------------------------------------------------------------------
 # (f) Andrews' squeezing mechanism: work to a given final error.
 # --------------------------------------------------------------------------------------
@@ -1926,15 +2036,18 @@ def andrews_goals(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def implicit_cases(module: ModuleType, quick: bool = False) -> dict[str, Any]:
     """The speed section of the implicit methods (issue 10): the HHT step against the
-    hand-written one (:func:`hht_case`), Andrews to a final error
-    (:func:`andrews_case`, both problems) and the cold compile of an ``hht`` run."""
+    hand-written one (:func:`hht_case`), generalized-α against Exudyn's
+    (:func:`genalpha_exudyn_case`), Andrews to a final error (:func:`andrews_case`,
+    both problems) and the cold compile of an ``hht`` run."""
     hht = hht_case(module, 2000 if quick else 20000, 5 if quick else 25)
     andrews = {case: andrews_case(case, quick, 1 if quick else 3) for case in ANDREWS_CASES}
     # a cold compile costs ~20 s, too much for the quick (smoke) run
     cold = None if quick else cold_warm(warm_repeats=2, method="hht")
     stiff = None if quick else andrews_work_precision("stiff")
+    exudyn = None if quick else genalpha_exudyn_case(module)
     return {
         "hht": hht,
+        "genalpha_exudyn": exudyn,
         "andrews": andrews,
         "andrews_stiff_work_precision": stiff,
         **andrews_goals(andrews),
@@ -1971,6 +2084,8 @@ def implicit_report(r: dict[str, Any]) -> str:
         f"goal  mbdgen hht / hand-written <= {h['goal_ratio']:g}: "
         f"{h['ratio_mbdgen_over_handwritten']:.2f} (loop alone "
         f"{h['ratio_loop_over_handwritten']:.2f})  {_goal(h['pass_ratio'])}",
+        "",
+        *genalpha_exudyn_report(r.get("genalpha_exudyn")),
         "",
         f"Andrews' squeezing mechanism to a final error <= {ANDREWS_TARGET_ERROR:g} (max over "
         "the 7 angles of |q(t_end) - q_ref|; loosest rtol = atol of a quarter-decade grid "

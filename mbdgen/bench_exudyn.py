@@ -66,8 +66,11 @@ def initial_state(p: dict[str, float], theta: float) -> tuple[float, float, floa
     return phi, x, y
 
 
-def simulate_one(p: dict[str, float], theta0: float, h: float, t_end: float) -> list[float]:
-    """One Exudyn run of the slider-crank with parameters ``p``; returns the final
+def simulate_one(
+    p: dict[str, float], theta0: float, h: float, t_end: float, rho_inf: float = 0.9
+) -> list[float]:
+    """One Exudyn run of the slider-crank with parameters ``p``, from rest, by Exudyn's
+    generalized-α (index 3) with spectral radius ``rho_inf``; returns the final
     [θ, φ, x, y]."""
     import exudyn as exu
     from exudyn.itemInterface import (
@@ -118,7 +121,7 @@ def simulate_one(p: dict[str, float], theta0: float, h: float, t_end: float) -> 
     s.timeIntegration.endTime = t_end
     # Exudyn's default ρ∞ = 0.9: with ρ∞ = 1 (no numerical damping) the index-3
     # solution's Newton iteration stalls after about 6 s (λ oscillates)
-    s.timeIntegration.generalizedAlpha.spectralRadius = 0.9
+    s.timeIntegration.generalizedAlpha.spectralRadius = rho_inf
     s.timeIntegration.verboseMode = 0
     s.solutionSettings.writeSolutionToFile = False
     s.solutionSettings.sensorsWritePeriod = t_end
