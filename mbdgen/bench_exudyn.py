@@ -67,11 +67,17 @@ def initial_state(p: dict[str, float], theta: float) -> tuple[float, float, floa
 
 
 def simulate_one(
-    p: dict[str, float], theta0: float, h: float, t_end: float, rho_inf: float = 0.9
+    p: dict[str, float],
+    theta0: float,
+    h: float,
+    t_end: float,
+    rho_inf: float = 0.9,
+    newton_tol: float | None = None,
 ) -> list[float]:
     """One Exudyn run of the slider-crank with parameters ``p``, from rest, by Exudyn's
     generalized-α (index 3) with spectral radius ``rho_inf``; returns the final
-    [θ, φ, x, y]."""
+    [θ, φ, x, y].  ``newton_tol``: Exudyn's relative and absolute Newton tolerances
+    (None: its defaults, 1e-8 and 1e-10, with modified Newton)."""
     import exudyn as exu
     from exudyn.itemInterface import (
         CoordinateConstraint,
@@ -122,6 +128,9 @@ def simulate_one(
     # Exudyn's default ρ∞ = 0.9: with ρ∞ = 1 (no numerical damping) the index-3
     # solution's Newton iteration stalls after about 6 s (λ oscillates)
     s.timeIntegration.generalizedAlpha.spectralRadius = rho_inf
+    if newton_tol is not None:
+        s.timeIntegration.newton.relativeTolerance = newton_tol
+        s.timeIntegration.newton.absoluteTolerance = newton_tol
     s.timeIntegration.verboseMode = 0
     s.solutionSettings.writeSolutionToFile = False
     s.solutionSettings.sensorsWritePeriod = t_end
