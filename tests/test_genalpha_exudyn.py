@@ -5,8 +5,8 @@ on the index-3 equations (Arnold & Brüls 2007) with the same ρ∞ and h.  "The
 method" is checked by convergence, not by a hand-picked tolerance: against a vabm
 reference at rtol = atol = 1e-12 each tool's final error falls by about 2² = 4 when h
 is halved, and with Exudyn's Newton iteration held to 1e-13 (mbdgen's at its
-default) the tools agree to
-1e-4-1e-3 of that error (measured 1.5e-10-8.7e-10 against 2.1e-7-4.1e-6 at t = 0.5).
+default) the tools agree to 1e-4-1e-3 of that error (measured 1.5e-10-8.7e-10
+against 2.1e-7-4.1e-6 at t = 0.5).
 
 With Exudyn's default Newton tolerances (relative 1e-8, absolute 1e-10, modified
 Newton), which the bench and the sweep use, its solution carries an offset that does
