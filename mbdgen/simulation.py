@@ -579,7 +579,9 @@ def simulate(
         ``full_newton`` (False: modified Newton); for ``newmark_gcp`` and
         ``newmark_gcp_fv`` (Haug, Negrut & Iancu 1997): ``max_iterations`` (10),
         ``full_newton`` and ``predictor`` ("ode": the §3.3 predictor stage, or
-        "constant": v̈_n), with ``newton_tol`` the tolerance on v̈ and on ‖Φ‖∞.
+        "constant": v̈_n), with ``newton_tol`` the tolerance on v̈ and on ‖Φ‖∞; for
+        ``radau5``: ``max_iterations`` (7), ``fixed_step`` (False) and
+        ``extra_iteration`` (True: one Newton iteration past RADAU5's stopping test).
     strict : turn those warnings into a :class:`SimulationError` (for CI use); an
         inconsistent q0 then fails before the first step.
 

@@ -891,7 +891,11 @@ class GeneralizedAlphaAdaptive(ErrorControlled, GeneralizedAlpha):
 class _RadauOptions(AccelerationState):
     """The options of :class:`Radau` that are not about the step size."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"max_iterations": 7, "fixed_step": False}
+    #: ``extra_iteration``: one Newton iteration past RADAU5's stopping test (False:
+    #: RADAU5's iteration; :mod:`mbdgen.runtime.radau`).
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "max_iterations": 7, "fixed_step": False, "extra_iteration": True,
+    }  # fmt: skip
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -905,7 +909,11 @@ class _RadauOptions(AccelerationState):
         iterations = values["max_iterations"]
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 2:
             raise MbdgenError(f"max_iterations must be a whole number ≥ 2, got {iterations!r}")
-        return {**values, "fixed_step": bool(values["fixed_step"])}
+        return {
+            **values,
+            "fixed_step": bool(values["fixed_step"]),
+            "extra_iteration": bool(values["extra_iteration"]),
+        }
 
 
 class Radau(ErrorControlled, _RadauOptions):
@@ -964,6 +972,7 @@ class Radau(ErrorControlled, _RadauOptions):
         return radau.control(
             step["rtol"], step["atol"], max_iterations=self.run.options["max_iterations"],
             attempts=step["attempts"], fixed_step=self.run.options["fixed_step"],
+            extra_iteration=self.run.options["extra_iteration"],
         )  # fmt: skip
 
     def counters(self) -> dict[str, Any]:
