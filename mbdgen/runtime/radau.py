@@ -45,9 +45,9 @@ times that; the velocity is carried to the next step, and on a fast mechanism (s
 Andrews, |v| up to 1.4e3 rad/s) the errors it leaves add up in q over the run (the
 error stayed at 1.3e-7 for rtol = 1e-10).  The extra correction divides them by Θ.
 Measured on Andrews at the loosest tolerance reaching a final error (design notes,
-stop 35): standard to 1e-6 6.3 ms against 7.9, to 1e-8 14.7 ms where RADAU5's
-iteration never gets there; stiff to 1e-6 0.92 against 1.08 ms, to 1e-8 1.20 against
-1.64; to 1e-4 up to 17 % slower.
+stop 35): standard to 1e-6 6.14 ms against 7.47, to 1e-8 14.3 ms where RADAU5's
+iteration never gets there; stiff to 1e-6 0.91 against 1.03 ms, to 1e-8 1.20 against
+1.51; to 1e-4 7-21 % slower.
 
 Error control (§IV.8, Eqs. 8.19-8.20, with a mass matrix): the embedded estimate
 
