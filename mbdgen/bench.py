@@ -442,6 +442,11 @@ def mbdgen_simulate(module: ModuleType, n_steps: int, h: float = H) -> Any:
     )  # fmt: skip
 
 
+def module_defaults(module: ModuleType) -> dict[str, float]:
+    """A generated module's parameters at their defaults, by name."""
+    return dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+
+
 def _param_dict(module: ModuleType) -> dict[str, float]:
     names = ("J1", "J2", "m", "r", "L", "L1", "g")
     return {name: float(PARAMS[names.index(name)]) for name in module.PARAMETER_NAMES}
@@ -1501,7 +1506,7 @@ def genalpha_exudyn_case(
 
     if not bench_exudyn.available():
         return {"installed": False}
-    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    defaults = module_defaults(module)
     theta0 = float(module.Q0[0])
     short_t = GENALPHA_EXUDYN_SHORT_STEPS * H
 
@@ -2250,7 +2255,7 @@ def _exudyn_column(
 
     if not bench_exudyn.available():
         return {"installed": False}
-    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    defaults = module_defaults(module)
     out = bench_exudyn.exudyn_sweep(runs, 0, t_end, H, workers, defaults, float(module.Q0[0]))
     assert out is not None
     theta = out["final_q"][:, 0]

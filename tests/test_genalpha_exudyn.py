@@ -35,7 +35,7 @@ T_END = 0.5
 def _final_states(
     module, h: float, rho_inf: float, exudyn_newton_tol: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    defaults = bench.module_defaults(module)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mine = mbdgen.simulate(

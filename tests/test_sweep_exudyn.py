@@ -16,7 +16,14 @@ import pytest
 
 import mbdgen
 from mbdgen import bench_exudyn
-from mbdgen.bench import H, _exudyn_column, mbdgen_module, sweep_options, sweep_plan
+from mbdgen.bench import (
+    H,
+    _exudyn_column,
+    mbdgen_module,
+    module_defaults,
+    sweep_options,
+    sweep_plan,
+)
 
 
 def test_exudyn_parameter_variation_converges_to_the_sweep(slider_crank):
@@ -26,7 +33,7 @@ def test_exudyn_parameter_variation_converges_to_the_sweep(slider_crank):
     mine = mbdgen.sweep(module, sweep_plan(runs), workers=1, **sweep_options(t_end)).table
     final = mine[[f"final.q.{n}" for n in module.COORDINATE_NAMES]].to_numpy()
     # Exudyn starts from the closed-form assembled state; mbdgen's assembly agrees
-    defaults = dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=True))
+    defaults = module_defaults(module)
     theta0 = float(module.Q0[0])
     lone = mbdgen.simulate(module, **{**sweep_options(t_end), "t_end": 2 * H})
     assert np.allclose(bench_exudyn.initial_state(defaults, theta0), lone.q[0, 1:], atol=1e-12)
