@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "aa1fba6bfa775ed2d1562e3e2b5ad87bd58b717b67fb6d074207e1c857554dc3"
+BODY_HASH = "1e7de944437dad80184e1f5a9c66582cca9838cf9d4c5c67ca3d2a669813df21"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -718,12 +718,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b78182026612d37c79104aeddbf126874fdcb48677158567be0175c5151d2a79"
+BODY_HASH = "20f7bca62642c1bd7a0a1153a1e8aa73cf0e329c80be9ac9118e6cc719e116d2"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"
@@ -1621,12 +1621,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "74e993dafed9005f4f00c4cde0782b08925112ecf6a42933aeac822d2dfda68c"
+BODY_HASH = "220bb17b6231e08e6610b1d920c97ace39cc1b85d3f78f59618d43857eae0160"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"
@@ -21549,12 +21549,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "54e72d668eb45b7b31c3704cfed45a7f7d8de8e55fb55712c9d05f346041f846"
+BODY_HASH = "77fd4792c67c2cedc4182fb673de1e5240e0c934d7bf1f76ceb743374719ff4e"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
@@ -1204,12 +1204,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "10e640d5d4868108cc3203955583ffc0b50121c2a7b995a75ae4c6e3fdcc3a90"
+BODY_HASH = "ca2e19b17b780535d2b24701230e80a6e2702f17cb19d9abc9fd601c66efa5e8"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -656,12 +656,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "2de2f760ab673fb0"
-ABI_HASH = "d38f94d9efc5335d"
+COMPILER_HASH = "72ad59e04274ac85"
+ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "54a3cccacfc38127eaae7d2aeea61696b23ced95d9efecff454491abe19f8013"
+BODY_HASH = "ae99b5c6ed0f02b28af3a72df70fb727882f978a007a2c79824f2f684bc4d073"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"
@@ -1847,12 +1847,12 @@ def newmark_gcp_chunk(p, ctrl, ws, t0, h, x, state, n_steps, stride, out_t, out_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def derived(t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(t, q, qd, lam, p, states, energy_out, power_out, reactions_out):
     """Runtime ``postprocess.derived`` bound to this module's kernels."""
-    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out)
+    return rt.postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out, reactions_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def energy_rows(t, q, qd, lam, p, states, energy_out):
+def energy_rows(t, q, qd, lam, p, states, energy_out, power_out):
     """Runtime ``postprocess.energy_rows`` bound to this module's kernels."""
-    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    return rt.postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)

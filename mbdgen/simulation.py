@@ -139,6 +139,37 @@ def _states_reading_accelerations(module: ModuleType) -> list[str]:
     return [module.STATE_NAMES[i] for i in sorted(rows)]
 
 
+def column_block(a: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """``a`` (rows × width) as the post-processing kernels read it: ``(rows, col,
+    width)``, columns ``col`` to ``col + width`` of a C-contiguous 2-D array.
+
+    A Result's q, q̇, λ and X are column slices of the integrator's output record
+    (:meth:`mbdgen.steppers.Stepper.columns`); that record is found through the view's
+    base and handed over as it is, without copying the strided columns.  Any other
+    array is made contiguous (a copy only where it is not).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"a column block is 2-D, got shape {a.shape}")
+    rows, width = a.shape
+    base = a.base
+    if a.flags.c_contiguous or width == 0 or rows == 0:
+        return np.ascontiguousarray(a), 0, width
+    if (
+        isinstance(base, np.ndarray)
+        and base.ndim == 2
+        and base.dtype == np.float64
+        and base.flags.c_contiguous
+        and a.strides == base.strides
+    ):
+        offset = a.ctypes.data - base.ctypes.data
+        row0, col = divmod(offset, base.strides[0])
+        col //= base.itemsize
+        if offset >= 0 and row0 + rows <= base.shape[0] and col + width <= base.shape[1]:
+            return base[row0 : row0 + rows], col, width
+    return np.ascontiguousarray(a), 0, width
+
+
 def derived_quantities(
     module: ModuleType, result: Result, p: np.ndarray, *, reactions: bool = True
 ) -> None:
@@ -160,23 +191,23 @@ def derived_quantities(
     n_react = int(getattr(module, "N_REACTIONS", 0)) if reactions else 0
     if rows * n_react * 12 > MAX_REACTION_VALUES:
         n_react = 0
-    energy = np.zeros((rows, 3))
-    q = np.ascontiguousarray(result.q)
-    qd = np.ascontiguousarray(result.qd)
-    lam = np.ascontiguousarray(result.lam)
+    energy = np.empty((rows, 2))
+    power = np.empty(rows)
+    q, qd, lam = (column_block(a) for a in (result.q, result.qd, result.lam))
+    states = column_block(result.states)  # each row's X into the tail of p
     t = np.ascontiguousarray(result.t)
-    states = np.ascontiguousarray(result.states)  # each row's X into the tail of p
     p = np.asarray(p, dtype=np.float64)
     if n_react == 0 and hasattr(module, "energy_rows"):
         # no reactions kernel to compile (3-8 s for a spatial model on a cold cache)
-        _postprocess(module, "energy_rows")(t, q, qd, lam, p, states, energy)
+        _postprocess(module, "energy_rows")(t, q, qd, lam, p, states, energy, power)
     else:
         react = np.zeros((rows, n_react, 12))
-        _postprocess(module, "derived")(t, q, qd, lam, p, states, energy, react)
+        _postprocess(module, "derived")(t, q, qd, lam, p, states, energy, power, react)
     if not getattr(module, "HAS_POTENTIAL", True):
-        energy[:, 1:] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
-    result._energy = np.ascontiguousarray(energy[:, :2])
-    result._power = np.ascontiguousarray(energy[:, 2])
+        energy[:, 1] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
+        power[:] = np.nan
+    result._energy = energy
+    result._power = power
     if n_react:
         result._reactions = react
         result.reaction_names = tuple(module.REACTION_NAMES)

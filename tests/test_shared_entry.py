@@ -120,7 +120,9 @@ def test_shared_index3_entries_give_the_inlined_bits(forced_shared, name, method
     signature per workspace type: a model without states compiles no state path, one
     with explicit states none of the residual's."""
     if name.startswith("lag_"):
-        module = mbdgen.compile(TEST_MODELS / f"{name}.py", TEST_GENERATED, recompile=False)
+        # compiled here if no earlier test did (test_implicit_states compiles it too; the
+        # write is atomic, so a worker importing it meanwhile sees one whole file)
+        module = mbdgen.compile(TEST_MODELS / f"{name}.py", TEST_GENERATED)
     else:
         module = import_generated(GENERATED / f"{name}.py")
     assert shared._index3(module)[0] is getattr(shared, routine)
@@ -188,6 +190,46 @@ def test_post_processing_takes_the_modules_own_code_once_it_is_compiled(monkeypa
     simulation.derived_quantities(module, run, parameter_vector(module, None), reactions=False)
     assert chosen._target is module.energy_rows
     np.testing.assert_array_equal(run.energy, energy)
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "constraints"),
+    [("pi_pendulum", "hht", None), ("slider_crank", "abm", "gcp"), ("slider_crank", "abm", None)],
+)
+def test_energy_rows_read_the_output_record_in_place(name, method, constraints):
+    """The post-processing reads q, q̇, λ and X where the integrator wrote them
+    (:func:`~mbdgen.simulation.column_block` finds the record behind the Result's
+    views: no strided copies), with the same bits as from contiguous copies: HHT's
+    record with a user state, GCP's aux record, the index-1 record (λ in aux)."""
+    from mbdgen.inputs import parameter_vector
+    from mbdgen.simulation import column_block
+
+    module = import_generated(GENERATED / f"{name}.py")
+    run = mbdgen.simulate(module, method, h=1e-3, t_end=0.02, constraints=constraints)
+    arrays = (run.q, run.qd, run.lam, run.states)
+    blocks = [column_block(a) for a in arrays]
+    for a, (rows, col, width) in zip(arrays, blocks, strict=True):
+        assert rows.flags.c_contiguous and width == a.shape[1]
+        if width:
+            assert np.shares_memory(rows, a)  # the record itself, not a copy
+            np.testing.assert_array_equal(rows[:, col : col + width], a)
+    copies = [(np.ascontiguousarray(a), 0, a.shape[1]) for a in arrays]
+    p = parameter_vector(module, None, dict(run.info["initial_states"]) or None)
+    out = []
+    for q, qd, lam, states in (blocks, copies):
+        energy, power = np.empty((len(run), 2)), np.empty(len(run))
+        react = np.empty((len(run), module.N_REACTIONS, 12))
+        module.derived(run.t, q, qd, lam, p, states, energy, power, react)
+        out.append((energy, power, react))
+    for a, b in zip(*out, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(out[0][0], run.energy)
+    np.testing.assert_array_equal(out[0][1], run.power)
+    # an array that is not a view of a C-contiguous record: a contiguous copy
+    fortran = np.asfortranarray(run.q.copy())
+    rows, col, width = column_block(fortran)
+    assert col == 0 and rows.flags.c_contiguous and not np.shares_memory(rows, fortran)
+    np.testing.assert_array_equal(rows, fortran)
 
 
 _KERNELS_LOADED = """

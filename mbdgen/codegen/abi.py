@@ -349,7 +349,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "derived",
         "postprocess.derived",
         ("energy", "reactions", "phi_t"),
-        ("t", "q", "qd", "lam", "p", "states", "energy_out", "reactions_out"),
+        ("t", "q", "qd", "lam", "p", "states", "energy_out", "power_out", "reactions_out"),
     ),
     # the energy check that ends every run: without the reactions kernel, whose compile
     # (3-8 s for a spatial model) a run pays only when its reactions are used
@@ -357,7 +357,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "energy_rows",
         "postprocess.energy_rows",
         ("energy", "phi_t"),
-        ("t", "q", "qd", "lam", "p", "states", "energy_out"),
+        ("t", "q", "qd", "lam", "p", "states", "energy_out", "power_out"),
     ),
 )
 

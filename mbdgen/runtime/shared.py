@@ -459,11 +459,11 @@ _SCALARS = (float, int, bool)
 
 def _arg_key(a: Any) -> Any:
     """What decides a Numba argument type of the arguments the routines take: arrays by
-    dtype, dimensions and contiguity, named tuples (workspaces) by their fields', other
-    values by their Python type."""
+    dtype, dimensions and contiguity, tuples (workspaces, the post-processing's column
+    blocks) by their items', other values by their Python type."""
     if hasattr(a, "dtype"):
         return (type(a), a.dtype, a.ndim, a.flags.c_contiguous)
-    if isinstance(a, tuple) and hasattr(a, "_fields"):
+    if isinstance(a, tuple):
         return (type(a), *(_arg_key(v) if hasattr(v, "dtype") else type(v) for v in a))
     return type(a)
 
@@ -706,16 +706,17 @@ KERNEL_SIGNATURES.update(
 
 
 @njit(**_OPTS)
-def energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out):
+def energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out):
     """:func:`mbdgen.runtime.postprocess.energy_rows` with the kernels by pointer."""
-    postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out)
+    postprocess.energy_rows(energy, phi_t, t, q, qd, lam, p, states, energy_out, power_out)
 
 
 @njit(**_OPTS)
-def derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, reactions_out):
+def derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, power_out,
+            reactions_out):  # fmt: skip
     """:func:`mbdgen.runtime.postprocess.derived` with the kernels by pointer."""
     postprocess.derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out,
-                        reactions_out)  # fmt: skip
+                        power_out, reactions_out)  # fmt: skip
 
 
 #: Post-processing entry point → (shared routine, its kernels in order).  They run once
