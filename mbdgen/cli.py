@@ -478,13 +478,18 @@ def simulate(
                 energy_tol=energy_tol,
             )
     except SimulationError as exc:
-        if bar is not None:
-            bar.__exit__(None, None, None)
-        # the run's own message first, then what became of its partial result
-        click.echo(f"error: {exc}", err=True)
-        if exc.result is not None and output:
-            _save_partial(exc.result, output)  # type: ignore[arg-type]
-        sys.exit(interrupts.exit_code() if exc.reason in ("interrupted", "terminated") else 1)
+        stopped = exc.reason in ("interrupted", "terminated")
+        # a further Ctrl-C must not cost the steps computed: it is held until the file
+        # is whole (then it ends a failed run's command with 130; a stopped run exits
+        # with its own interrupt's code anyway)
+        with interrupts.held(reraise=not stopped):
+            if bar is not None:
+                bar.__exit__(None, None, None)
+            # the run's own message first, then what became of its partial result
+            click.echo(f"error: {exc}", err=True)
+            if exc.result is not None and output:
+                _save_partial(exc.result, output)  # type: ignore[arg-type]
+        sys.exit(interrupts.exit_code() if stopped else 1)
     if bar is not None:
         bar.__exit__(None, None, None)
     c = result.counters
@@ -504,7 +509,8 @@ def simulate(
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     if output:
-        click.echo(f"wrote {result.save(output)}")
+        with interrupts.held():  # a Ctrl-C now stops the command once the file is whole
+            click.echo(f"wrote {result.save(output)}")
     if plot_path:
         from mbdgen.plot import plot_result
 
@@ -660,7 +666,8 @@ def _kinematic_run(run: Callable[[], _T], output: str | None) -> _T:
         return run()
     except SingularConfigurationError as exc:
         if output and exc.result is not None and len(exc.result):  # type: ignore[arg-type]
-            saved = exc.result.save(output)  # type: ignore[attr-defined]
+            with interrupts.held():
+                saved = exc.result.save(output)  # type: ignore[attr-defined]
             click.echo(
                 f"saved the {len(exc.result)} output times before the singular configuration "  # type: ignore[arg-type]
                 f"to {saved}",
@@ -705,7 +712,8 @@ def kinematics_cmd(
             f"{name:<{width}}  {r.q[-1, i]:>14.10g}  {r.qd[-1, i]:>14.10g}  {r.qdd[-1, i]:>14.10g}"
         )
     if output:
-        click.echo(f"wrote {r.save(output)}")
+        with interrupts.held():
+            click.echo(f"wrote {r.save(output)}")
 
 
 @main.command("inverse")
@@ -756,7 +764,8 @@ def inverse_cmd(
         for j in shown:
             click.echo(f"{r.t[j]:>12.6g}  " + "  ".join(f"{v:>{width}.10g}" for v in driving[j]))
     if output:
-        click.echo(f"wrote {r.save(output)}")
+        with interrupts.held():
+            click.echo(f"wrote {r.save(output)}")
 
 
 @main.command("equilibrium")

@@ -145,6 +145,43 @@ def ignored() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def _recorder(signum: int, frame: FrameType | None) -> None:
+    _received.append(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def held(reraise: bool = True) -> Iterator[None]:
+    """While active (main thread only), SIGINT, SIGTERM and SIGHUP are recorded but
+    raise nothing: a result being written is written whole.  When the block ends
+    the last one received in it raises its interrupt (``reraise``; a caller that
+    is already ending on an interrupt passes False).
+
+    For the CLI's saves: a second Ctrl-C while a stopped run's partial result was
+    written (0.1-2 s for 10⁵-10⁶ rows) raised KeyboardInterrupt inside the write,
+    and the atomic write then kept the old file, so the steps were lost after all.
+    The handler records instead of ignoring (:func:`ignored`), so that the command's
+    exit code still says how it was stopped.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    mark = count()
+    previous = {}
+    for sig in _GUARDED:
+        with contextlib.suppress(ValueError, OSError):
+            if _signal.getsignal(sig) == _IGNORED:
+                continue
+            previous[sig] = _signal.signal(sig, _recorder)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                _signal.signal(sig, old)
+    if reraise:
+        raise_if_received(mark)
+
+
 @contextlib.contextmanager
 def interrupts_as_exceptions() -> Iterator[None]:
     """While active (main thread only), SIGTERM and SIGHUP raise Interrupted and SIGINT
