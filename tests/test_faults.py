@@ -254,12 +254,13 @@ def _finish(proc: subprocess.Popen, timeout: float = 300.0) -> str:
         pytest.fail(f"the CLI did not exit within {timeout:.0f} s; its stacks:\n{stderr[-6000:]}")
 
 
-def _start_long_run(out: Path, t_end: float) -> subprocess.Popen:
-    """A CLI run of the pendulum that steps for about a second per 100 s of t_end."""
+def _start_long_run(out: Path, t_end: float, patch: str = "") -> subprocess.Popen:
+    """A CLI run of the pendulum that steps for about a second per 100 s of t_end;
+    ``patch`` is Python run in the child before the CLI starts."""
     args = [PENDULUM, "--out-dir", GENERATED, "--h", "1e-4", "--t-end", t_end]
     args += ["--output-every", "5", "-o", out, "--progress"]
     return subprocess.Popen(
-        [sys.executable, "-c", _CLI_WITH_STACKS, "simulate", *map(str, args)],
+        [sys.executable, "-c", patch + _CLI_WITH_STACKS, "simulate", *map(str, args)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -319,13 +320,7 @@ def test_a_second_ctrl_c_while_the_partial_run_is_saved_loses_nothing(tmp_path):
     hand on a 10⁵-10⁶-row run).  Now it waits for the file, and the exit is 130."""
     out = tmp_path / "run.npz"
     mbdgen.simulate(mbdgen.compile(PENDULUM, GENERATED), h=1e-4, t_end=1e-3)  # cache filled
-    args = [PENDULUM, "--out-dir", GENERATED, "--h", "1e-4", "--t-end", 1000.0]
-    args += ["--output-every", "5", "-o", out, "--progress"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CTRL_C_AS_SAVE_BEGINS + _CLI_WITH_STACKS, "simulate",
-         *map(str, args)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _start_long_run(out, 1000.0, _CTRL_C_AS_SAVE_BEGINS)
     _wait_until_stepping(proc)
     time.sleep(2.0)  # past the run's set-up (see the SIGTERM test above)
     proc.send_signal(signal.SIGINT)
