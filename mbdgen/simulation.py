@@ -218,18 +218,20 @@ def _postprocess(module: ModuleType, name: str) -> Callable[..., Any]:
     (:func:`mbdgen.steppers._entry_point`): the module's own code, which calls its
     kernels directly, where it is compiled or in Numba's cache; else, under the policy
     "background", the routine shared by all models (kernels by pointer) while the own
-    one compiles in a background process.  Per output row the own code is 4× faster
-    (the slider-crank's energy rows: 13 against 51 ns), a millisecond in a run of
-    20 000 rows; the shared one costs a new model no JIT before its first result."""
+    one compiles in a background process (under "shared": instead of compiling it).
+    Per output row the own code is 4× faster (the slider-crank's energy rows: 13
+    against 51 ns), a millisecond in a run of 20 000 rows; the shared one costs a new
+    model no JIT before its first result."""
     own = getattr(module, name)
     if not shared.enabled() or specialize.policy() == "now":
         return own
     chosen = module.__dict__.setdefault("_mbdgen_postprocess", {})
-    if name not in chosen:
-        chosen[name] = specialize.Specializing(
+    key = (name, specialize.policy())  # "shared" never switches to the own code
+    if key not in chosen:
+        chosen[key] = specialize.Specializing(
             own, lambda: shared.postprocess_entry(module, name), module, name
         )
-    return chosen[name]
+    return chosen[key]
 
 
 def reaction_names(module: ModuleType, rows: int) -> tuple[str, ...]:

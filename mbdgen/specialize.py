@@ -15,9 +15,13 @@ point for exactly the argument types of this run into the cache.  Between chunks
 run looks whether that process has ended and, once the cache holds the code, goes on
 with the own entry point; later runs find it in the cache from their first call.  The
 JIT is the same work as before, moved off the path to the first step onto the second
-core.  The policy "now" (``MBDGEN_SPECIALIZE=now``: the tests, the benchmarks,
-``mbdgen compile --jit``) compiles the own entry point in the process at the first
-call, as before.
+core.  The policy "now" (``MBDGEN_SPECIALIZE=now``: the benchmarks, ``mbdgen compile
+--jit``) compiles the own entry point in the process at the first call, as before.
+The policy "shared" takes the own code where it is compiled or cached and else the
+shared routine, and never compiles the own one: for a process that runs many models
+and methods once each, where the own loops' JIT (up to 20 s each) would cost more
+than their faster steps save — the test suite, whose cold run it took from 27 to
+22 minutes on two cores.
 
 A file lock per (module, entry point, argument types) keeps concurrent runs (threads of
 a sweep, pytest workers, two shells) from compiling the same code twice; the child's
@@ -43,7 +47,7 @@ from numba.core.errors import NumbaError
 from mbdgen.errors import MbdgenError
 
 POLICY_ENV = "MBDGEN_SPECIALIZE"
-POLICIES = ("background", "now")
+POLICIES = ("background", "now", "shared")
 
 _LOCK = threading.Lock()
 #: (module file, entry point, signature) → the background process started for it.
@@ -51,7 +55,8 @@ _STARTED: dict[tuple[str, str, str], subprocess.Popen[bytes]] = {}
 
 
 def policy() -> str:
-    """The policy of :envvar:`MBDGEN_SPECIALIZE`: "background" (default) or "now"."""
+    """The policy of :envvar:`MBDGEN_SPECIALIZE`: "background" (default), "now" or
+    "shared"."""
     value = os.environ.get(POLICY_ENV, "background").strip().lower() or "background"
     if value not in POLICIES:
         raise MbdgenError(f"{POLICY_ENV} must be one of {', '.join(POLICIES)}, got {value!r}")
@@ -128,7 +133,10 @@ def _key(module: Any, name: str, signature: tuple[Any, ...]) -> tuple[str, str, 
 
 def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Popen[bytes] | None:
     """Start (once per process) the background compile of ``module.<name>`` for
-    ``signature``; None where it cannot start (the run goes on with the shared routine)."""
+    ``signature``; None where it cannot start or the policy is not "background" (the
+    run goes on with the shared routine)."""
+    if policy() != "background":
+        return None
     key = _key(module, name, signature)
     with _LOCK:
         proc = _STARTED.get(key)
@@ -165,10 +173,10 @@ def wait_started(timeout: float | None = None) -> None:
 
 
 class Specializing:
-    """A small model's entry point under the policy "background": the module's own
-    entry point where its code is compiled or cached for the call's argument types,
-    else the shared routine (from ``shared_factory()``) until the background compile
-    has put the own code in the cache."""
+    """A small model's entry point under the policy "background" or "shared": the
+    module's own entry point where its code is compiled or cached for the call's
+    argument types, else the shared routine (from ``shared_factory()``) — under
+    "background" until the background compile has put the own code in the cache."""
 
     def __init__(self, own: Any, shared_factory: Callable[[], Any], module: Any, name: str):
         self.own = own

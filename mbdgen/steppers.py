@@ -248,7 +248,8 @@ def _entry_point(run: Run, name: str) -> Any:
     time, the integrator compiled once for all models (mbdgen.runtime.shared), which
     steps as fast and costs this model no JIT.  Else the module's own, whose constant
     sizes step faster; under the policy "background" (:mod:`mbdgen.specialize`) a run
-    that would have to compile it first steps through the shared routine meanwhile."""
+    that would have to compile it first steps through the shared routine meanwhile,
+    under "shared" instead of compiling it."""
     if run.n + run.m + run.nd > UNROLL_LIMIT:
         entry = shared.entry(run.module, name)
         if entry is not None:

@@ -18,6 +18,17 @@ import pytest
 from mbdgen import bench
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_entry_points():
+    """The policy the benchmark runs under (mbdgen.bench): the model's own entry points,
+    compiled at the first call (the suite's default is "shared", tests/conftest.py)."""
+    from mbdgen import specialize
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(specialize.POLICY_ENV, "now")
+        yield
+
+
 @pytest.fixture(scope="module")
 def module():
     return bench.mbdgen_module()

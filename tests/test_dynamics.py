@@ -227,7 +227,12 @@ def test_every_method_stays_in_bounds(tmp_path):
         "                    alpha=1.0, beta=1.0)\n"
         "print('ok')\n"
     )
-    env = {"NUMBA_BOUNDSCHECK": "1", "NUMBA_OPT": "0", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env = {
+        "NUMBA_BOUNDSCHECK": "1",
+        "NUMBA_OPT": "0",
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+        "MBDGEN_SPECIALIZE": "now",  # the model's own loops, which users step through
+    }
     assert run_python(code, env=env).strip().endswith("ok")
 
 

@@ -2,7 +2,7 @@
 
 Each test runs a fresh copy of the slider-crank (a new file, so nothing of its own is in
 Numba's cache) under the policy "background" that users get by default; the rest of the
-suite runs under "now" (tests/conftest.py).  The shared routine and the module's own
+suite runs under "shared" (tests/conftest.py).  The shared routine and the module's own
 entry point perform the same floating-point operations in the same order (no fast-math
 anywhere), so every comparison here is exact.
 """
@@ -46,7 +46,7 @@ def _same(a, b) -> None:
 
 def test_the_policy_is_checked(monkeypatch):
     monkeypatch.setenv(specialize.POLICY_ENV, "later")
-    with pytest.raises(MbdgenError, match="MBDGEN_SPECIALIZE must be one of background, now"):
+    with pytest.raises(MbdgenError, match="must be one of background, now, shared"):
         specialize.policy()
     monkeypatch.setenv(specialize.POLICY_ENV, "NOW")
     assert specialize.policy() == "now"
@@ -69,6 +69,25 @@ def test_the_first_run_does_not_wait_for_its_own_entry_point(new_model):
         assert sum(dispatcher.stats.cache_misses.values()) == 0
     _same(first, second)
     np.testing.assert_array_equal(first.energy, second.energy)
+
+
+def test_the_shared_policy_never_compiles_the_own_entry_point(new_model, monkeypatch):
+    """Under "shared" a new model steps through the shared routines (entry point and
+    energy rows) and starts no background compile; once its own code is compiled (here
+    by a run under "now") the next run takes that, with the same bits."""
+    monkeypatch.setenv(specialize.POLICY_ENV, "shared")
+    first = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert not new_model.abm_chunk.signatures and not new_model.energy_rows.signatures
+    assert not [k for k in specialize._STARTED if k[0] == new_model.__file__]
+    monkeypatch.setenv(specialize.POLICY_ENV, "now")
+    own = mbdgen.simulate(new_model, method="abm", **RUN)
+    monkeypatch.setenv(specialize.POLICY_ENV, "shared")
+    again = mbdgen.simulate(new_model, method="abm", **RUN)
+    assert len(new_model.abm_chunk.signatures) == 1
+    assert not [k for k in specialize._STARTED if k[0] == new_model.__file__]
+    for run in (own, again):
+        _same(first, run)
+        np.testing.assert_array_equal(first.energy, run.energy)
 
 
 def test_a_run_goes_on_with_its_own_entry_point_once_compiled(new_model, monkeypatch):
