@@ -30,16 +30,34 @@ def forced_shared(monkeypatch):
     monkeypatch.delenv("MBDGEN_SHARED_ENTRY", raising=False)
 
 
-@pytest.mark.parametrize("method", ["abm", "vabm"])
-def test_shared_entry_gives_the_inlined_bits(slider_crank, forced_shared, method):
-    shared_run = mbdgen.simulate(slider_crank, method=method, **RUN)
+@pytest.mark.parametrize(
+    ("method", "keywords"),
+    [
+        ("abm", {}),
+        ("vabm", {}),
+        ("rkf45_adaptive", {}),
+        ("dop853", {}),
+        ("abm", {"constraints": "gcp"}),
+        ("vabm", {"constraints": "hybrid", "alpha": 5.0, "beta": 5.0}),
+        ("radau5", {}),
+    ],
+    ids=["abm", "vabm", "rkf45_adaptive", "dop853", "abm-gcp", "vabm-hybrid", "radau5"],
+)
+def test_shared_entry_gives_the_inlined_bits(slider_crank, forced_shared, method, keywords):
+    """Every family's shared routine against the module's own entry point, exactly (the
+    suite runs small models through the shared ones, tests/conftest.py; users step
+    through the own ones once compiled): fixed-step and variable-step explicit
+    methods, GCP and the hybrid algorithm, Radau IIA.  The index-3, Welch and
+    Newmark-GCP routines follow."""
+    shared_run = mbdgen.simulate(slider_crank, method=method, **RUN, **keywords)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MBDGEN_SHARED_ENTRY", "0")
-        inlined = mbdgen.simulate(slider_crank, method=method, **RUN)
+        inlined = mbdgen.simulate(slider_crank, method=method, **RUN, **keywords)
     assert shared_run.q.shape == inlined.q.shape
-    np.testing.assert_array_equal(shared_run.q, inlined.q)
-    np.testing.assert_array_equal(shared_run.qd, inlined.qd)
-    np.testing.assert_array_equal(shared_run.lam, inlined.lam)
+    for key in ("t", "q", "qd", "qdd", "lam"):
+        np.testing.assert_array_equal(getattr(shared_run, key), getattr(inlined, key))
+    counts = {k: v for k, v in shared_run.counters.items() if not k.endswith("_s")}
+    assert counts == {k: inlined.counters[k] for k in counts}
 
 
 def test_one_compiled_routine_serves_every_model(slider_crank, pendulum, forced_shared):
