@@ -20,8 +20,8 @@ core.  The policy "now" (``MBDGEN_SPECIALIZE=now``: the benchmarks, ``mbdgen com
 The policy "shared" takes the own code where it is compiled or cached and else the
 shared routine, and never compiles the own one: for a process that runs many models
 and methods once each, where the own loops' JIT (up to 20 s each) would cost more
-than their faster steps save — the test suite, whose cold run it took from 27 to
-22 minutes on two cores.
+than their faster steps save — the test suite, whose cold run on two cores took 21
+minutes with it against 27 under "now".
 
 A file lock per (module, entry point, argument types) keeps concurrent runs (threads of
 a sweep, pytest workers, two shells) from compiling the same code twice; the child's

@@ -27,7 +27,7 @@ TEST_GENERATED = Path(__file__).resolve().parent / ".generated"
 # A small model steps through the integrators compiled once for all models unless its
 # own entry point is already compiled or cached (policy "shared", mbdgen.specialize):
 # the suite runs dozens of models × methods once each, and compiling each one's own
-# loop (up to 20 s) took the cold suite from 22 to 27 minutes on two cores.  Both give
+# loop (up to 20 s) made the cold suite 27 minutes on two cores instead of 21.  Both give
 # the same bits (tests/test_shared_entry.py); the tests about the own entry points,
 # the benchmarks' and the background policy users get by default set theirs.
 os.environ.setdefault("MBDGEN_SPECIALIZE", "shared")
