@@ -30,6 +30,16 @@ def forced_shared(monkeypatch):
     monkeypatch.delenv("MBDGEN_SHARED_ENTRY", raising=False)
 
 
+def _same_bits(shared_run, inlined) -> None:
+    """Both runs' times, states, accelerations, multipliers, user states and counters
+    (not the timings) are equal, bit for bit."""
+    assert shared_run.q.shape == inlined.q.shape
+    for key in ("t", "q", "qd", "qdd", "lam", "states"):
+        np.testing.assert_array_equal(getattr(shared_run, key), getattr(inlined, key))
+    counts = {k: v for k, v in shared_run.counters.items() if not k.endswith("_s")}
+    assert counts == {k: inlined.counters[k] for k in counts}
+
+
 @pytest.mark.parametrize(
     ("method", "keywords"),
     [
@@ -53,11 +63,7 @@ def test_shared_entry_gives_the_inlined_bits(slider_crank, forced_shared, method
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MBDGEN_SHARED_ENTRY", "0")
         inlined = mbdgen.simulate(slider_crank, method=method, **RUN, **keywords)
-    assert shared_run.q.shape == inlined.q.shape
-    for key in ("t", "q", "qd", "qdd", "lam"):
-        np.testing.assert_array_equal(getattr(shared_run, key), getattr(inlined, key))
-    counts = {k: v for k, v in shared_run.counters.items() if not k.endswith("_s")}
-    assert counts == {k: inlined.counters[k] for k in counts}
+    _same_bits(shared_run, inlined)
 
 
 def test_one_compiled_routine_serves_every_model(slider_crank, pendulum, forced_shared):
@@ -114,10 +120,7 @@ def test_shared_implicit_entries_give_the_inlined_bits(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MBDGEN_SHARED_ENTRY", "0")
         inlined = mbdgen.simulate(module, method=method, **RUN)
-    assert shared_run.q.shape == inlined.q.shape
-    for a, b in ((shared_run.q, inlined.q), (shared_run.qd, inlined.qd),
-                 (shared_run.qdd, inlined.qdd), (shared_run.lam, inlined.lam)):  # fmt: skip
-        np.testing.assert_array_equal(a, b)
+    _same_bits(shared_run, inlined)
     assert len(shared.SHARED[entry].signatures) == 1
 
 
@@ -151,11 +154,7 @@ def test_shared_index3_entries_give_the_inlined_bits(forced_shared, name, method
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MBDGEN_SHARED_ENTRY", "0")
         inlined = mbdgen.simulate(module, method=method, **run)
-    assert shared_run.q.shape == inlined.q.shape
-    for key in ("q", "qd", "qdd", "lam", "states"):
-        np.testing.assert_array_equal(getattr(shared_run, key), getattr(inlined, key))
-    counts = {k: v for k, v in shared_run.counters.items() if not k.endswith("_s")}
-    assert counts == {k: inlined.counters[k] for k in counts}
+    _same_bits(shared_run, inlined)
     # other tests of this process may have run other models (a dense or a sparse
     # workspace) through the routine, but never two signatures for one workspace type
     dispatcher = getattr(shared, routine)
