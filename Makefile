@@ -21,10 +21,12 @@ demo: $(STAMP)
 		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.csv --output-every 10 --no-progress
 
 ## test: lint and the whole test suite, one pytest worker per core (TEST_WORKERS=1: serial)
+# A worker that dies (a crash, or pytest-timeout ending a hung test) is replaced once;
+# pytest-xdist runs the test it died in again, so a second death ends the run at once.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models

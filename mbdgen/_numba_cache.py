@@ -7,17 +7,25 @@ directory named after a digest of the runtime sources and the Numba version make
 an edited or upgraded runtime start from a clean cache instead of reusing stale
 machine code.  A user-set ``NUMBA_CACHE_DIR`` is respected as the parent folder.
 
+It also makes the cache safe for processes that write it at the same time (pytest
+workers, a sweep's process or Dask workers on one machine, the background compiles of
+:mod:`mbdgen.specialize`): see :func:`_make_index_safe`.
+
 This module must run before any ``@njit(cache=True)`` of mbdgen is decorated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numba
-from numba.core import config
+from numba.core import caching, config
+from numba.core.typing.templates import Signature
 
 _RUNTIME = Path(__file__).resolve().parent / "runtime"
 
@@ -43,3 +51,84 @@ def _configure() -> str:
 
 
 CACHE_DIR = _configure()
+
+
+# -- one function's cache written by several processes ---------------------------------
+#
+# Numba keeps a function's compiled signatures in one index file (key → data file
+# name) and one data file per signature.  Its save reads the index, picks the first
+# free number, writes the index and then the data, each by an atomic rename, but with
+# no lock around the whole: two processes that save two signatures of one function at
+# the same moment both pick number N, and the index can end up naming N for the one
+# signature while N holds the other's machine code (numba/numba#4807).  A later process
+# that loads the first signature then calls code compiled for other argument types: a
+# crash, a hang or wrong numbers.  /tmp reproductions on Numba 0.68.1 (four processes
+# saving four signatures of one small function at one instant): 3 of 30 rounds left
+# such an index.  The test suite's shared integrators, compiled for several workspace
+# types by two pytest workers at once, are exactly that case.
+
+
+@contextlib.contextmanager
+def _index_locked(index_path: str, exclusive: bool) -> Iterator[None]:
+    """An advisory lock on ``<index>.lock`` (exclusive for a save, shared for a load);
+    none where the folder cannot hold one (read-only, no ``fcntl``)."""
+    try:
+        import fcntl
+
+        handle = open(index_path + ".lock", "ab")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError:
+            pass
+        yield
+
+
+def _holds(key: Any, payload: Any) -> bool:
+    """Whether a loaded cache entry is the code of the signature it was looked up by:
+    the payload of a compile result carries its Signature (else nothing to check)."""
+    wanted = key[0] if isinstance(key, tuple) and key else None
+    args = getattr(wanted, "args", wanted)
+    if not isinstance(args, tuple) or not isinstance(payload, tuple):
+        return True
+    for item in payload:
+        if isinstance(item, Signature):
+            return tuple(item.args) == args
+    return True
+
+
+def _make_index_safe() -> None:
+    """Wrap Numba's ``IndexDataCacheFile.save`` and ``.load`` (once per process): a save
+    holds the index's exclusive lock from reading the index to writing the data, a load
+    its shared lock from reading the index to reading the data, so that the index and
+    the data files always agree; and a loaded entry whose code is another signature's
+    (a cache written before this lock, or by a process without it) is a miss, compiled
+    again and saved over the wrong entry.  It applies to every Numba cache in the
+    process, which is what a user's own ``cache=True`` functions need as well.
+
+    Looked at first: Numba has no option for it (issue 4807 is open); giving each
+    process its own cache folder would compile everything once per process, which is
+    what the cache is for; a lock around mbdgen's own calls would miss the saves Numba
+    makes for the kernels a jitted loop calls."""
+    cls = caching.IndexDataCacheFile
+    if getattr(cls, "_mbdgen_safe", False):
+        return
+    save, load = cls.save, cls.load
+
+    def locked_save(self: Any, key: Any, data: Any) -> None:
+        with _index_locked(self._index_path, exclusive=True):
+            save(self, key, data)
+
+    def checked_load(self: Any, key: Any) -> Any:
+        with _index_locked(self._index_path, exclusive=False):
+            payload = load(self, key)
+        return payload if payload is None or _holds(key, payload) else None
+
+    cls.save, cls.load = locked_save, checked_load
+    cls._mbdgen_safe = True
+
+
+_make_index_safe()
