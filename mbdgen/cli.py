@@ -423,7 +423,7 @@ def simulate(
     import warnings
 
     from mbdgen.methods import get_method
-    from mbdgen.results import PLOT_SUFFIXES, check_destination
+    from mbdgen.results import PLOT_SUFFIXES, check_destination, settings_text
     from mbdgen.simulation import ConstraintWarning
     from mbdgen.simulation import simulate as run
 
@@ -494,8 +494,8 @@ def simulate(
         bar.__exit__(None, None, None)
     c = result.counters
     click.echo(
-        f"{module.MODEL_NAME}: {c['steps']} steps of {method} k={result.info['order']}, "
-        f"h={h:g} to t={t_end:g} "
+        f"{module.MODEL_NAME}: {c['steps']} steps of {settings_text(result.info)}; "
+        f"to t={t_end:g} "
         f"in {c['wall_time_s']:.3f} s (+{c['setup_time_s']:.2f} s JIT/cache load); "
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"

@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from mbdgen.errors import MbdgenError
-from mbdgen.results import PLOT_SUFFIXES, STEP_HISTORY_COLUMNS, Result, check_destination
+from mbdgen.results import (
+    PLOT_SUFFIXES,
+    STEP_HISTORY_COLUMNS,
+    Result,
+    check_destination,
+    settings_text,
+)
 
 #: The quantities ``what`` may name, in the order they are drawn.
 QUANTITIES = ("q", "qd", "energy", "phi", "lam", "reactions", "steps")
@@ -143,13 +149,7 @@ def parse_what(what: str | Sequence[str]) -> list[str]:
 
 def _title(result: Result) -> str:
     info = result.info
-    text = f"{info.get('model', '')}: {info.get('method', '')}"
-    if info.get("order") is not None:
-        text += f" k={info['order']}"
-    if info.get("h") is not None:
-        text += f", h={info['h']:g}"
-    if info.get("alpha") or info.get("beta"):
-        text += f", Baumgarte α={info.get('alpha', 0):g}, β={info.get('beta', 0):g}"
+    text = f"{info.get('model', '')}: {settings_text(info)}"
     if info.get("status", "finished") != "finished":
         text += f" ({info['status']} at t = {result.t[-1]:.4g})" if len(result) else ""
     return text

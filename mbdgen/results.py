@@ -26,6 +26,7 @@ import numpy as np
 
 from mbdgen.errors import MbdgenError, OutputError, ResultFileError
 from mbdgen.fileio import atomic_write, blocking_file
+from mbdgen.methods import METHODS
 
 #: File types :meth:`Result.save` writes.
 RESULT_SUFFIXES = (".npz", ".h5", ".hdf5", ".csv")
@@ -115,6 +116,40 @@ def check_destination(path: str | Path, suffixes: tuple[str, ...] = RESULT_SUFFI
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputError(f"cannot write {str(path)!r}: the file is read-only")
     return path
+
+
+def settings_text(info: dict[str, Any]) -> str:
+    """The settings that made a result, as one line for summaries and plot titles.
+
+    The step number k only where the user chooses it (the Adams methods: a method of
+    one order, such as HHT-α or RK4, shows none); for an error-controlled method the
+    tolerances and the output interval, since its ``h`` is not a step; HHT's α or
+    generalized-α's ρ∞; the constraint handling other than ``direct`` and Baumgarte's
+    gains.  Keys a result does not have (an older file, a kinematic analysis) are left
+    out.
+    """
+    name = info.get("method") or info.get("analysis") or "?"
+    spec = METHODS.get(str(name))
+    text = str(name)
+    order = info.get("order")
+    if order is not None and (spec is None or len(spec.orders) > 1):
+        text += f" k={order}"
+    h = info.get("h")
+    if spec is not None and spec.error_controlled and info.get("rtol") is not None:
+        text += f", rtol={info['rtol']:g}, atol={info.get('atol', info['rtol']):g}"
+        if h is not None:
+            text += f", output every {h:g}"
+    elif h is not None:
+        text += f", h={h:g}"
+    if info.get("hht_alpha") is not None:
+        text += f", hht_alpha={info['hht_alpha']:g}"
+    if info.get("rho_inf") is not None:
+        text += f", rho_inf={info['rho_inf']:g}"
+    if info.get("constraints") not in (None, "direct"):
+        text += f", {info['constraints']}"
+    if info.get("alpha") or info.get("beta"):
+        text += f" α={info.get('alpha', 0):g} β={info.get('beta', 0):g}"
+    return text
 
 
 @dataclass
@@ -318,17 +353,7 @@ class Result:
     # ------------------------------------------------------------------ summaries
 
     def _settings(self) -> str:
-        info = self.info
-        text = f"{info.get('method') or info.get('analysis') or '?'}"
-        if info.get("order") is not None:
-            text += f" k={info['order']}"
-        if info.get("h") is not None:
-            text += f", h={info['h']:g}"
-        if info.get("constraints") not in (None, "direct"):
-            text += f", {info['constraints']}"
-        if info.get("alpha") or info.get("beta"):
-            text += f" α={info.get('alpha', 0):g} β={info.get('beta', 0):g}"
-        return text
+        return settings_text(self.info)
 
     def __repr__(self) -> str:
         span = f"t={self.t[0]:g}..{self.t[-1]:g}" if len(self) else "no rows"

@@ -906,8 +906,12 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
     bound = energy_tol * scale + 10.0 * quadrature
     if abs(balance[worst]) <= bound:
         return []
-    remedy = "use a smaller step or an error-controlled method"
     info = result.info
+    spec = METHODS.get(str(info.get("method")))
+    if spec is not None and spec.error_controlled:
+        remedy = "use smaller tolerances (rtol, atol)"
+    else:
+        remedy = "use a smaller step or an error-controlled method"
     if info.get("rho_inf", 1.0) < 1.0 or info.get("hht_alpha", 0.0) < 0.0:
         remedy = (
             "part of it is the method's numerical damping, which removes the energy of "
@@ -931,9 +935,21 @@ def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
     if phi[worst] <= phi_tol:
         return []
     first = int(np.argmax(phi > phi_tol))
+    spec = METHODS.get(str(result.info.get("method")))
+    if spec is not None and spec.family == "welch":
+        remedy = "use a smaller step"
+    elif spec is not None and spec.enforces_constraints:
+        # Newmark-GCP, HHT, generalized-α, Radau: Φ = 0 up to their Newton test
+        remedy = "the method satisfies Φ = 0 up to its Newton tolerance: use a smaller " + (
+            "rtol, atol or newton_tol" if spec.error_controlled else "newton_tol or step"
+        )
+    else:
+        remedy = (
+            "use Baumgarte stabilization (alpha, beta), constraints='gcp' or 'hybrid', "
+            "or a smaller step"
+        )
     return [
         f"the result violates its constraints: ‖Φ‖ reached {phi[worst]:.3g} at "
         f"t = {result.t[worst]:.6g} (first above phi_tol = {phi_tol:g} at "
-        f"t = {result.t[first]:.6g}); use Baumgarte stabilization (alpha, beta), "
-        "constraints='gcp' or 'hybrid', or a smaller step"
+        f"t = {result.t[first]:.6g}); {remedy}"
     ]

@@ -433,6 +433,9 @@ class VariableStep(Stepper):
         self.ws = self._right_side_workspace()
         self.aux = np.zeros(self.out.aux.shape[1])
 
+    def info(self) -> dict[str, Any]:
+        return {"rtol": self.run.rtol, "atol": self.run.atol}
+
     def advance(self, todo: int) -> int:
         run, out, istate = self.run, self.out, self.istate
         outs = min(todo, run.rows - int(istate[adaptive.I_JOUT]))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -498,6 +499,31 @@ def test_constraint_violation_is_reported_and_strict_fails(pendulum):
     with pytest.raises(SimulationError, match="violates its constraints") as info:
         mbdgen.simulate(pendulum, h=1.0, t_end=10.0, strict=True)
     assert info.value.reason == "check" and len(info.value.result) == 11
+
+
+@pytest.mark.parametrize(
+    ("method", "constraint_remedy", "energy_remedy"),
+    [
+        ("rk4", "use Baumgarte stabilization", "a smaller step or an error-controlled method"),
+        ("vabm", "use Baumgarte stabilization", "smaller tolerances (rtol, atol)"),
+        ("hht", "Newton tolerance: use a smaller newton_tol or step", "a smaller step or an"),
+        ("hht_adaptive", "use a smaller rtol, atol or newton_tol", "smaller tolerances (rtol"),
+    ],
+)
+def test_warnings_suggest_what_the_method_can_change(
+    pendulum, method, constraint_remedy, energy_remedy
+):
+    """A remedy the method has: Baumgarte is no cure for a method that enforces Φ = 0
+    itself (its Newton tolerance is), nor a smaller step for an error-controlled one
+    (its tolerances are).  Bounds of 1e-300 make every run trip both checks."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mbdgen.simulate(pendulum, method, h=0.01, t_end=0.05, phi_tol=1e-300, energy_tol=1e-300)
+    said = [str(w.message) for w in caught]
+    constraint = [w for w in said if w.startswith("the result violates its constraints")]
+    energy = [w for w in said if w.startswith("the energy balance is off")]
+    assert len(constraint) == 1 and constraint_remedy in constraint[0], said
+    assert len(energy) == 1 and energy_remedy in energy[0], said
     quiet = mbdgen.simulate(pendulum, h=1e-3, t_end=1.0)  # a good run says nothing
     assert quiet.info["warnings"] == []
 

@@ -309,3 +309,27 @@ def test_slow_work_is_announced_and_fast_work_is_silent(capsys):
     with _SlowNotice("compiling Z ...", after=5.0):
         pass
     assert capsys.readouterr().err == "compiling X ...\n"
+
+
+def test_settings_line_names_what_the_user_chose():
+    """k only where the user picks it (Adams), tolerances and the output interval for
+    an error-controlled method (its h is no step), HHT's α and ρ∞, Baumgarte's gains;
+    keys an older file lacks are left out."""
+    from mbdgen.results import settings_text
+
+    assert settings_text({"method": "abm", "order": 4, "h": 1e-3}) == "abm k=4, h=0.001"
+    assert settings_text({"method": "rk4", "order": 4, "h": 0.01}) == "rk4, h=0.01"
+    assert settings_text(
+        {"method": "hht_adaptive", "order": 2, "h": 0.01, "rtol": 1e-5, "atol": 1e-7,
+         "hht_alpha": -0.05}
+    ) == "hht_adaptive, rtol=1e-05, atol=1e-07, output every 0.01, hht_alpha=-0.05"  # fmt: skip
+    assert settings_text({"method": "vabm", "order": 12, "h": 0.1}) == "vabm k=12, h=0.1"
+    assert (
+        settings_text({"method": "genalpha", "order": 2, "h": 0.1, "rho_inf": 0.5})
+        == "genalpha, h=0.1, rho_inf=0.5"
+    )
+    assert (
+        settings_text({"method": "rk4", "h": 0.1, "constraints": "baumgarte", "alpha": 5.0})
+        == "rk4, h=0.1, baumgarte α=5 β=0"
+    )
+    assert settings_text({"analysis": "kinematics", "h": 0.1}) == "kinematics, h=0.1"
