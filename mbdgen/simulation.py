@@ -772,95 +772,106 @@ def simulate(
     stepper = FAMILIES[spec.family](run)
     out = stepper.out
 
-    loop = _drive(stepper, pivot_ratio, progress, mark)
-    status, stop, chunks, repartitions = loop.status, loop.stop, loop.chunks, loop.repartitions
-    started, stepping, wall = loop.started, loop.stepping, loop.wall
-    interrupted = isinstance(stop, KeyboardInterrupt)
+    # A signal after the stepping (while the Result is built and checked, about a
+    # millisecond) is recorded, not raised: a second Ctrl-C must not lose the partial
+    # result of the first, and one that comes after the last step stops the run with
+    # its complete result attached (below).
+    with interrupts.held(reraise=False):
+        loop = _drive(stepper, pivot_ratio, progress, mark)
+        status, stop, chunks, repartitions = loop.status, loop.stop, loop.chunks, loop.repartitions
+        started, stepping, wall = loop.started, loop.stepping, loop.wall
+        interrupted = isinstance(stop, KeyboardInterrupt)
 
-    k = stepper.rows
-    t_done = stepper.t
-    result = Result(
-        **stepper.columns(k),
-        coordinates=tuple(module.COORDINATE_NAMES),
-        state_names=tuple(getattr(module, "STATE_NAMES", ())),
-        counters={
-            **stepper.counters(),
-            "output_rows": k,
-            "chunks": chunks,
-            "repartitions": len(repartitions),
-            "removed_constraints": len(removed.rows),
-            # hybrid: output rows whose evaluation ran as pure GCP (near-singular Φ_q)
-            "pure_gcp_rows": int(out.aux[:k, -1].sum()) if constraints == "hybrid" else 0,
-            "setup_time_s": stepping - started,
-            "wall_time_s": wall,
-        },
-        info={
-            "model": module.MODEL_NAME,
-            "method": spec.name,
-            "order": order,
-            "tableau": spec.tableau,
-            "h": h,
-            "t0": t0,
-            "t_end": float(t_end),
-            "alpha": float(alpha),
-            "beta": float(beta),
-            "start": start,
-            "constraints": constraints,
-            "assembled_holding": None if assemble is False else list(hold),
-            "projected_start": projected,
-            "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
-            "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
-            "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
-            "parameters": dict(zip(module.PARAMETER_NAMES, p[:n_params].tolist(), strict=True)),
-            "initial_states": dict(
-                zip(getattr(module, "STATE_NAMES", ()), p[n_params:].tolist(), strict=True)
-            ),
-            # body-frame attachment points for drawing (mbdgen.animate); None for flat models
-            "geometry": geometry.describe(module, p[:n_params]),
-            **stepper.info(),
-            "mbdgen_version": getattr(module, "MBDGEN_VERSION", None),
-            "model_hash": getattr(module, "SOURCE_HASH", None),
-            "bodies": body_layout(module),
-            "status": "finished",
-            "message": MESSAGES[OK],
-            "phi_tol": phi_tol,
-            "energy_tol": energy_tol,
-            "warnings": warned,
-        },
-    )
-    result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
-    result.reaction_names = reaction_names(module, len(result))
-    result.step_history = loop.history_array()
-    p_final = np.array(p, dtype=np.float64)
-    result._derive = lambda: derived_quantities(module, result, p_final)
-    if interrupted:
-        reason = "terminated" if isinstance(stop, Interrupted) else "interrupted"
-        message = f"{interrupts.describe(stop)} at t = {t_done:.6g}"
-    elif status != OK:
-        reason = "failed"
-        where = stepper.where()
-        if isinstance(stop, ArithmeticError):
-            cause = f"the model raised {type(stop).__name__}: {stop}"
+        k = stepper.rows
+        t_done = stepper.t
+        result = Result(
+            **stepper.columns(k),
+            coordinates=tuple(module.COORDINATE_NAMES),
+            state_names=tuple(getattr(module, "STATE_NAMES", ())),
+            counters={
+                **stepper.counters(),
+                "output_rows": k,
+                "chunks": chunks,
+                "repartitions": len(repartitions),
+                "removed_constraints": len(removed.rows),
+                # hybrid: output rows whose evaluation ran as pure GCP (near-singular Φ_q)
+                "pure_gcp_rows": int(out.aux[:k, -1].sum()) if constraints == "hybrid" else 0,
+                "setup_time_s": stepping - started,
+                "wall_time_s": wall,
+            },
+            info={
+                "model": module.MODEL_NAME,
+                "method": spec.name,
+                "order": order,
+                "tableau": spec.tableau,
+                "h": h,
+                "t0": t0,
+                "t_end": float(t_end),
+                "alpha": float(alpha),
+                "beta": float(beta),
+                "start": start,
+                "constraints": constraints,
+                "assembled_holding": None if assemble is False else list(hold),
+                "projected_start": projected,
+                "repartitioned_at_steps": repartitions,  # accepted-step counts (vabm: its steps)
+                "removed_constraints": list(removed.names),  # redundant rows left out (λ = 0)
+                "lambda_not_unique": list(removed.not_unique),  # joints of the dependency
+                "parameters": dict(zip(module.PARAMETER_NAMES, p[:n_params].tolist(), strict=True)),
+                "initial_states": dict(
+                    zip(getattr(module, "STATE_NAMES", ()), p[n_params:].tolist(), strict=True)
+                ),
+                # body-frame attachment points for drawing (mbdgen.animate); None for flat models
+                "geometry": geometry.describe(module, p[:n_params]),
+                **stepper.info(),
+                "mbdgen_version": getattr(module, "MBDGEN_VERSION", None),
+                "model_hash": getattr(module, "SOURCE_HASH", None),
+                "bodies": body_layout(module),
+                "status": "finished",
+                "message": MESSAGES[OK],
+                "phi_tol": phi_tol,
+                "energy_tol": energy_tol,
+                "warnings": warned,
+            },
+        )
+        result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+        result.reaction_names = reaction_names(module, len(result))
+        result.step_history = loop.history_array()
+        p_final = np.array(p, dtype=np.float64)
+        result._derive = lambda: derived_quantities(module, result, p_final)
+        if interrupted:
+            reason = "terminated" if isinstance(stop, Interrupted) else "interrupted"
+            message = f"{interrupts.describe(stop)} at t = {t_done:.6g}"
+        elif status != OK:
+            reason = "failed"
+            where = stepper.where()
+            if isinstance(stop, ArithmeticError):
+                cause = f"the model raised {type(stop).__name__}: {stop}"
+            else:
+                cause = explain_failure(
+                    module,
+                    status,
+                    stepper.ws,
+                    result,
+                    family=spec.family,
+                    error_controlled=stepper.CHOOSES_STEPS,
+                    repartitions=len(repartitions),
+                    removed_rows=removed.rows,
+                    messages=stepper.messages(),
+                )
+            message = f"stopped {where}: {cause}"
         else:
-            cause = explain_failure(
-                module,
-                status,
-                stepper.ws,
-                result,
-                family=spec.family,
-                error_controlled=stepper.CHOOSES_STEPS,
-                repartitions=len(repartitions),
-                removed_rows=removed.rows,
-                messages=stepper.messages(),
-            )
-        message = f"stopped {where}: {cause}"
-    else:
-        reason, message = "", MESSAGES[OK]
-        warned.extend(_constraint_warnings(result, phi_tol))
-        derived_quantities(module, result, p_final, reactions=False)
-        warned.extend(_energy_warnings(result, energy_tol))
-    if removed:
-        message = f"{message}; {removed.note()}"
+            reason, message = "", MESSAGES[OK]
+            warned.extend(_constraint_warnings(result, phi_tol))
+            derived_quantities(module, result, p_final, reactions=False)
+            warned.extend(_energy_warnings(result, energy_tol))
+        if removed:
+            message = f"{message}; {removed.note()}"
+    late = interrupts.since(mark)
+    if late is not None and not reason:
+        reason = "interrupted" if late == "SIGINT" else "terminated"
+        message = f"{interrupts.describe()} after the last step (the result is complete)"
+        if removed:
+            message = f"{message}; {removed.note()}"
     result.info["status"] = "finished" if not reason else reason
     result.info["message"] = message
     if reason:

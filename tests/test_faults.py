@@ -140,6 +140,40 @@ def test_sigterm_is_an_interrupt_that_keeps_the_steps(pendulum):
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
 
 
+def test_a_signal_while_the_result_is_built_keeps_it(pendulum, monkeypatch):
+    """A Ctrl-C after the stepping, while ``simulate`` builds and checks the Result
+    (about a millisecond), raised out of ``simulate`` and lost the steps: a second
+    Ctrl-C soon after the first lost the first one's partial result, and one after the
+    last step lost a complete run.  Now both end as an interrupt with the result."""
+    draw = simulation.geometry.describe
+    sent = []
+
+    def describe_and_signal(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode, in here
+        sent.append(1)
+        return draw(*args)
+
+    monkeypatch.setattr(simulation.geometry, "describe", describe_and_signal)
+    with pytest.raises(
+        SimulationError, match=r"interrupted \(Ctrl-C\) after the last step"
+    ) as info:
+        mbdgen.simulate(pendulum, "rk4", None, 1e-2, 1.0)
+    assert sent and info.value.reason == "interrupted"
+    complete = info.value.result
+    assert len(complete) == 101 and complete.info["status"] == "interrupted"
+
+    calls = []
+
+    def progress(t, t_end):  # the first Ctrl-C, during the stepping
+        calls.append(t)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(SimulationError, match=r"interrupted \(Ctrl-C\) at t = ") as info:
+        mbdgen.simulate(pendulum, "abm", 4, 1e-4, 10.0, progress=progress)
+    assert len(sent) == 2 and len(info.value.result) == 2 * 4096 + 1
+
+
 IMPLICIT = ("hht", "genalpha", "hht_adaptive", "genalpha_adaptive", "newmark_gcp", "newmark_gcp_fv")
 
 
