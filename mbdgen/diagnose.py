@@ -38,6 +38,12 @@ from mbdgen.runtime.status import (
 
 #: Growth of ‖(q, q̇)‖ over its initial size that counts as a blow-up.
 BLOWUP_GROWTH = 1e6
+#: A smaller growth counts too where the last recorded state also left the constraints
+#: by this fraction of its initial size: a configuration that far off Φ = 0 is no dead
+#: point of the linkage, whatever its Φ_q does (the flyball governor at h = 0.01: |q̇|
+#: 5.8 → 1e6 and ‖Φ‖ 1.9 in one step, then Φ_q singular).
+DRIFT_GROWTH = 1e3
+DRIFT_PHI = 1e-2
 #: The remedy for a step that is too large, shared by several causes (fixed step).
 SMALLER_STEP = (
     "use a smaller step h, or an error-controlled method (--method vabm or rkf45_adaptive)"
@@ -105,6 +111,15 @@ def _growth(result: object) -> tuple[float, float]:
         tail = np.abs(x[-min(len(x), 8) :])
     last = float(np.max(np.where(np.isfinite(tail), tail, np.inf)))
     return first, last
+
+
+def _last_phi(result: object) -> float:
+    """‖Φ‖₂ of the last recorded row (0 where the result has none)."""
+    phi = getattr(result, "phi_norm", None)
+    if phi is None or len(phi) == 0:
+        return 0.0
+    value = float(phi[-1])
+    return value if np.isfinite(value) else np.inf
 
 
 def _rank_message(
@@ -213,11 +228,16 @@ def explain_failure(
     ws = _dense_blocks(module, ws)
     nonfinite = _first_nonfinite(module, ws)
     first, last = _growth(result)
-    blew_up = not np.isfinite(last) or last > BLOWUP_GROWTH * max(first, 1.0)
+    scale = max(first, 1.0)
+    phi_last = _last_phi(result)
+    drifted = last > DRIFT_GROWTH * scale and phi_last > DRIFT_PHI * scale
+    blew_up = not np.isfinite(last) or last > BLOWUP_GROWTH * scale or drifted
     if blew_up and status in (SINGULAR, NONFINITE, NEWTON_FAILED, STEP_SIZE_COLLAPSE):
         what = f"; {nonfinite}" if nonfinite else ""
+        off = f", and ‖Φ‖ reached {phi_last:.3g}" if drifted else ""
         return (
-            f"the solution blew up (max |q|, |q̇| grew from {first:.3g} to {last:.3g}){what}: "
+            f"the solution blew up (max |q|, |q̇| grew from {first:.3g} to {last:.3g}{off})"
+            f"{what}: "
             f"the step is too large for this model's stiffness or the method is unstable "
             f"here; {remedy}"
         )

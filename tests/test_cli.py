@@ -119,3 +119,24 @@ def test_methods_lists_the_registry(runner):
     res = _invoke(runner, "methods")
     assert res.exit_code == 0
     assert [line.split()[0] for line in res.output.splitlines()] == list(METHODS)
+
+
+def test_strict_counts_the_runs_checks_not_other_warnings(runner, monkeypatch):
+    """``--strict`` fails on the run's own checks (ConstraintWarning) only: another
+    library's warning during the run (NumPy's, a model's) is shown with its category
+    and fails nothing (it counted as a failed check, and was printed as one)."""
+    import warnings
+
+    from mbdgen import simulation
+
+    draw = simulation.geometry.describe
+
+    def describe_and_warn(*args):
+        warnings.warn("a library's note", RuntimeWarning, stacklevel=1)
+        return draw(*args)
+
+    monkeypatch.setattr(simulation.geometry, "describe", describe_and_warn)
+    args = ["simulate", MODELS / "pendulum.py", "--out-dir", GENERATED, "--h", "1e-3"]
+    res = _invoke(runner, *args, "--t-end", "0.1", "--no-progress", "--strict")
+    assert res.exit_code == 0, res.output
+    assert "warning (RuntimeWarning): a library's note" in res.output
