@@ -293,3 +293,38 @@ def test_a_library_kernel_pickles_as_itself():
     kernel = getattr(module, name)
     assert isinstance(kernel, library.LibraryKernel) and kernel.name == digest
     assert pickle.loads(pickle.dumps(kernel)) is kernel
+
+
+_OUTER = """
+
+@njit(cache=True)
+def outer(t, q, out):
+    loop(t, q, out)
+"""
+
+
+def test_a_caller_of_a_cached_caller_keeps_the_symbol(tmp_path):
+    """An entry point compiled in a process that loaded its loop kernel from the cache
+    records the loop kernel's library symbols too (mbdgen.runtime.library: a cached
+    library is given its ``reload_init``).  Without that, a third process that loaded
+    the entry point first called address 0 and died of a segmentation fault — what a
+    background compile left for the slider-crank with a spring's ``index3_chunk``."""
+    lines = _CALLER.format(digest="0").splitlines()
+    start = lines.index('@library_kernel("0")')
+    digest = library.digest(library.library_text(lines[start : start + 4]))
+    (tmp_path / "kernels_outer.py").write_text(_CALLER.format(digest=digest) + _OUTER)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(tmp_path)}
+    head = "import numpy as np, kernels_outer as m; out = np.zeros(1); q = np.array([0.5]); "
+    report = "print(repr(out[0]), sum(f.stats.cache_hits.values()))"
+    run_python(head + "m.loop(2.0, q, out); f = m.loop; " + report, env=env, cwd=tmp_path)
+    # the loop kernel from the cache, the entry point compiled over it
+    second = run_python(
+        head + "m.loop(2.0, q, out); out[0] = 0.0; m.outer(2.0, q, out); f = m.loop; " + report,
+        env=env,
+        cwd=tmp_path,
+    ).split()
+    # the entry point first, from the cache
+    third = run_python(head + "m.outer(2.0, q, out); f = m.outer; " + report, env=env, cwd=tmp_path)
+    value = repr(3 * np.sin(0.5) * 2.0)
+    assert second == [value, "1"]
+    assert third.split() == [value, "1"]

@@ -300,3 +300,49 @@ def _local(name: str, func: Callable[..., Any]) -> Any:
     if digest(library_text(_source_lines(func))) != name:
         return None
     return njit(cache=True, error_model="numpy")(func)
+
+
+# -- a cached caller passes its symbols on to the functions that call it -------------
+#
+# A caller inherits the ``reload_init`` of every library it links (Numba copies
+# ``_reload_init`` when it finalizes the caller), so an entry point that calls a loop
+# kernel that calls a library kernel records the library kernel's symbol too.  But a
+# function loaded from Numba's cache gets a new library whose ``_reload_init`` is empty:
+# Numba runs the cached ``reload_init`` and keeps it on the compile result only.  An
+# entry point compiled in a process that had *loaded* its loop kernel from the cache
+# therefore recorded no symbol, and a later process that loaded that entry point before
+# anything had typed a call of the library kernel called address 0: a segmentation
+# fault (found with the slider-crank with a spring, whose ``force_q`` calls a library
+# kernel, after a background compile had written its ``index3_chunk``; in CI, two
+# pytest workers sharing one cache make the same order).  Giving the rebuilt library
+# the compile result's ``reload_init`` makes a cached callee pass it on like a fresh
+# one.  Changing this file changes the runtime's digest, and with it Numba's cache
+# folder (mbdgen._numba_cache): entry points written without their symbols are left
+# behind.
+
+
+def _rebuild_keeping_reload_init(rebuild: Callable[..., Any]) -> Callable[..., Any]:
+    def rebuild_keeping(cls: Any, target_context: Any, *payload: Any) -> Any:
+        result = rebuild(cls, target_context, *payload)
+        # (libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init,
+        # referenced_envs): Numba 0.59-0.68
+        reload_init = payload[7] if len(payload) == 9 else None
+        if reload_init:
+            result.library._reload_init.update(reload_init)
+        return result
+
+    rebuild_keeping._mbdgen = True  # type: ignore[attr-defined]
+    return rebuild_keeping
+
+
+def _install_rebuild() -> bool:
+    from numba.core.compiler import CompileResult
+
+    current = CompileResult.__dict__.get("_rebuild")
+    if not isinstance(current, classmethod) or getattr(current.__func__, "_mbdgen", False):
+        return False
+    CompileResult._rebuild = classmethod(_rebuild_keeping_reload_init(current.__func__))
+    return True
+
+
+_install_rebuild()
