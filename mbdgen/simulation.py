@@ -864,14 +864,12 @@ def simulate(
             warned.extend(_constraint_warnings(result, phi_tol))
             derived_quantities(module, result, p_final, reactions=False)
             warned.extend(_energy_warnings(result, energy_tol))
-        if removed:
-            message = f"{message}; {removed.note()}"
     late = interrupts.since(mark)
     if late is not None and not reason:
         reason = "interrupted" if late == "SIGINT" else "terminated"
         message = f"{interrupts.describe()} after the last step (the result is complete)"
-        if removed:
-            message = f"{message}; {removed.note()}"
+    if removed:
+        message = f"{message}; {removed.note()}"
     result.info["status"] = "finished" if not reason else reason
     result.info["message"] = message
     if reason:
