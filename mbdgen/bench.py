@@ -1434,14 +1434,19 @@ def mbdgen_hht(module: ModuleType, n_steps: int, h: float = H) -> Any:
 def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
     """µs per step of ``method="hht"`` against :func:`handwritten_hht`, same run.
 
-    Both run ``steps`` steps of h = 1e-3 from Q0, QD0 with α = −0.05 and Newton
-    tolerance 1e-10, interleaved ``repeats`` times (best of each).  Also the Newton
-    iterations per step of each, and their largest difference in q at any step.
+    Both run ``steps`` and ``2 * steps`` steps of h = 1e-3 from Q0, QD0 with α = −0.05
+    and Newton tolerance 1e-10, interleaved ``repeats`` times (best of each).  Two
+    measures of the cost of a step: the whole call of ``steps`` steps over ``steps``
+    (a call's fixed cost spread over its steps), and the slope between the two lengths,
+    (T(2s) − T(s))/s, in which the fixed costs cancel and what grows with the steps
+    stays (the loop and the per-row checks).  The goal asks both to be within
+    :data:`GOAL_HANDWRITTEN_RATIO`.  Also the Newton iterations per step of each, and
+    their largest difference in q at any step.
     """
     result = mbdgen_hht(module, steps)  # JIT (or cache load) and warm-up
     hand = handwritten_hht(steps)
     agreement = float(np.max(np.abs(result.q - hand["x"][:, :_N])))
-    best_mb = best_loop = best_hw = math.inf
+    best_mb = best_loop = best_hw = best_mb2 = best_hw2 = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
         res = mbdgen_hht(module, steps)
@@ -1450,8 +1455,18 @@ def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         handwritten_hht(steps)
         best_hw = min(best_hw, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        mbdgen_hht(module, 2 * steps)
+        best_mb2 = min(best_mb2, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        handwritten_hht(2 * steps)
+        best_hw2 = min(best_hw2, time.perf_counter() - t0)
     us_mb = best_mb / steps * 1e6
     us_hw = best_hw / steps * 1e6
+    slope_mb = (best_mb2 - best_mb) / steps * 1e6
+    slope_hw = (best_hw2 - best_hw) / steps * 1e6
+    ratio = us_mb / us_hw
+    ratio_slope = slope_mb / slope_hw
     return {
         "problem": f"slider_crank, HHT alpha={HHT_ALPHA:g}, h={H:g}, newton_tol={HHT_NEWTON_TOL:g}",
         "steps": steps,
@@ -1459,15 +1474,18 @@ def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
         "mbdgen_us_per_step": us_mb,
         "mbdgen_loop_us_per_step": best_loop / steps * 1e6,
         "handwritten_us_per_step": us_hw,
-        "ratio_mbdgen_over_handwritten": us_mb / us_hw,
+        "mbdgen_slope_us_per_step": slope_mb,
+        "handwritten_slope_us_per_step": slope_hw,
+        "ratio_mbdgen_over_handwritten": ratio,
         "ratio_loop_over_handwritten": best_loop / best_hw,
+        "ratio_slope": ratio_slope,
         "mbdgen_newton_per_step": result.counters["newton_iterations"] / steps,
         "handwritten_newton_per_step": hand["counters"]["newton_iterations"] / steps,
         "mbdgen_factorizations": result.counters["factorizations"],
         "handwritten_factorizations": hand["counters"]["factorizations"],
         "max_abs_q_difference": agreement,
         "goal_ratio": GOAL_HANDWRITTEN_RATIO,
-        "pass_ratio": bool(us_mb / us_hw <= GOAL_HANDWRITTEN_RATIO),
+        "pass_ratio": bool(max(ratio, ratio_slope) <= GOAL_HANDWRITTEN_RATIO),
     }
 
 
@@ -2083,11 +2101,13 @@ def implicit_report(r: dict[str, Any]) -> str:
         f"{'mbdgen hht (whole call)':<34}{h['mbdgen_us_per_step']:>10.3f}"
         f"{h['mbdgen_newton_per_step']:>13.3f}{h['mbdgen_factorizations']:>16}",
         f"{'  of which the jitted loop':<34}{h['mbdgen_loop_us_per_step']:>10.3f}",
+        f"{'  per step (slope, 2x the steps)':<34}{h['mbdgen_slope_us_per_step']:>10.3f}",
         f"{'hand-written @njit HHT':<34}{h['handwritten_us_per_step']:>10.3f}"
         f"{h['handwritten_newton_per_step']:>13.3f}{h['handwritten_factorizations']:>16}",
+        f"{'  per step (slope, 2x the steps)':<34}{h['handwritten_slope_us_per_step']:>10.3f}",
         f"max |q_mbdgen - q_handwritten| over the run: {h['max_abs_q_difference']:.2e}",
-        f"goal  mbdgen hht / hand-written <= {h['goal_ratio']:g}: "
-        f"{h['ratio_mbdgen_over_handwritten']:.2f} (loop alone "
+        f"goal  mbdgen hht / hand-written <= {h['goal_ratio']:g}, whole call and per step: "
+        f"{h['ratio_mbdgen_over_handwritten']:.2f} and {h['ratio_slope']:.2f} (loop alone "
         f"{h['ratio_loop_over_handwritten']:.2f})  {_goal(h['pass_ratio'])}",
         "",
         *genalpha_exudyn_report(r.get("genalpha_exudyn")),
