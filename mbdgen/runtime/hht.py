@@ -1139,20 +1139,22 @@ def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1
     divided-difference interpolant, evaluated through its Lagrange weights ``w``,
     computed once for all components (equal steps: the binomial weights
     (−1)^j C(d + 1, j + 1))."""
+    # The ring's rows head, head − 1, … wrap by one compare, not ``%``: an integer
+    # division per term was a sixth of the slider-crank's HHT step (stop 40).
     K = hist.shape[0]
     d = min(degree, count - 1)
     for j in range(d + 1):
-        rj = (head - j) % K
+        rj = head - j if head >= j else head - j + K
         v = 1.0
         for k in range(d + 1):
             if k != j:
-                rk = (head - k) % K
+                rk = head - k if head >= k else head - k + K
                 v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
         w[j] = v
     for i in range(n + m + nd):
         v = 0.0
         for j in range(d + 1):
-            v += w[j] * hist[(head - j) % K, i]
+            v += w[j] * hist[head - j if head >= j else head - j + K, i]
         if i < n:
             qdd1[i] = v
         elif i < n + m:
