@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "107e93027bef6dbaf06909e00895e67ba66ce85fd199d455f9de1cbec75aaf5f"
+BODY_HASH = "2b13d1da2915f0aca8e19dedaa21a5b508171046304571308568a54ec8aac573"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"
@@ -116,13 +116,13 @@ def phi_q(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
-    out[:] = 0.0
+    out[0] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
-    out[:] = 0.0
+    out[0] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -134,43 +134,54 @@ def gamma(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
-    out[:] = 0.0
     out[0, 0] = p[0]
+    out[0, 1] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = p[0]
 
 
 @njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
-    out[:] = 0.0
+    out[0] = 0.0
     out[1] = -p[1]*p[0]
 
 
 @njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
     _c0 = 2*lam[0]
     out[0, 0] = _c0
+    out[0, 1] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = _c0
 
 
 @njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -183,7 +194,8 @@ def phi_q_a_q(t, q, a, p, out):
 @njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -196,38 +208,39 @@ def gamma_qd(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
     """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[0]
     out[0] = _c0*qd[0]**2 + _c0*qd[1]**2
     out[1] = p[1]*p[0]*q[1]
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
-    mass[:] = 0.0
-    force[:] = 0.0
-    phi_t[:] = 0.0
     mass[0, 0] = p[0]
+    mass[0, 1] = 0.0
+    mass[1, 0] = 0.0
     mass[1, 1] = p[0]
+    force[0] = 0.0
     force[1] = -p[1]*p[0]
     phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
     phi_q[0, 0] = 2*q[0]
     phi_q[0, 1] = 2*q[1]
+    phi_t[0] = 0.0
     gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
 
 
 @njit(cache=True, error_model="numpy")
 def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
-    force[:] = 0.0
-    phi_t[:] = 0.0
     mass[0] = p[0]
     mass[1] = p[0]
+    force[0] = 0.0
     force[1] = -p[1]*p[0]
     phi[0] = -p[2]**2 + q[0]**2 + q[1]**2
     phi_q[0] = 2*q[0]
     phi_q[1] = 2*q[1]
+    phi_t[0] = 0.0
     gamma[0] = -2*qd[0]**2 - 2*qd[1]**2
 
 

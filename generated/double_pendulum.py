@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1e7de944437dad80184e1f5a9c66582cca9838cf9d4c5c67ca3d2a669813df21"
+BODY_HASH = "8c8322e76e606311e82b6908690a714e3e21deab3fad420a61d1ca1addbffc70"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"
@@ -119,20 +119,31 @@ def phi(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
-    out[:] = 0.0
     _c0 = (1/2)*p[1]
     _c1 = -_c0*math.cos(q[2])
     _c2 = _c0*math.sin(q[2])
     out[0, 0] = 1
+    out[0, 1] = 0.0
     out[0, 2] = _c1
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = 1
     out[1, 2] = _c2
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
     out[2, 0] = -1
+    out[2, 1] = 0.0
     out[2, 2] = _c1
     out[2, 3] = 1
+    out[2, 4] = 0.0
     out[2, 5] = -_c0*math.cos(q[5])
+    out[3, 0] = 0.0
     out[3, 1] = -1
     out[3, 2] = _c2
+    out[3, 3] = 0.0
     out[3, 4] = 1
     out[3, 5] = _c0*math.sin(q[5])
 
@@ -140,13 +151,19 @@ def phi_q(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
+    out[3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
+    out[3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -166,121 +183,338 @@ def gamma(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
-    out[:] = 0.0
     _c0 = (1/12)*p[1]**2*p[0]
     out[0, 0] = p[0]
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = p[0]
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = _c0
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
+    out[2, 5] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
     out[3, 3] = p[0]
+    out[3, 4] = 0.0
+    out[3, 5] = 0.0
+    out[4, 0] = 0.0
+    out[4, 1] = 0.0
+    out[4, 2] = 0.0
+    out[4, 3] = 0.0
     out[4, 4] = p[0]
+    out[4, 5] = 0.0
+    out[5, 0] = 0.0
+    out[5, 1] = 0.0
+    out[5, 2] = 0.0
+    out[5, 3] = 0.0
+    out[5, 4] = 0.0
     out[5, 5] = _c0
 
 
 @njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
-    out[:] = 0.0
     _c0 = p[2]*p[0]
     out[0] = _c0
+    out[1] = 0.0
+    out[2] = 0.0
     out[3] = _c0
+    out[4] = 0.0
+    out[5] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
+    out[2, 5] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
+    out[3, 5] = 0.0
+    out[4, 0] = 0.0
+    out[4, 1] = 0.0
+    out[4, 2] = 0.0
+    out[4, 3] = 0.0
+    out[4, 4] = 0.0
+    out[4, 5] = 0.0
+    out[5, 0] = 0.0
+    out[5, 1] = 0.0
+    out[5, 2] = 0.0
+    out[5, 3] = 0.0
+    out[5, 4] = 0.0
+    out[5, 5] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[1]
     _c1 = _c0*math.sin(q[2])
     _c2 = _c0*math.cos(q[2])
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = _c1*lam[0] + _c1*lam[2] + _c2*lam[1] + _c2*lam[3]
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
+    out[2, 5] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
+    out[3, 5] = 0.0
+    out[4, 0] = 0.0
+    out[4, 1] = 0.0
+    out[4, 2] = 0.0
+    out[4, 3] = 0.0
+    out[4, 4] = 0.0
+    out[4, 5] = 0.0
+    out[5, 0] = 0.0
+    out[5, 1] = 0.0
+    out[5, 2] = 0.0
+    out[5, 3] = 0.0
+    out[5, 4] = 0.0
     out[5, 5] = _c0*lam[2]*math.sin(q[5]) + _c0*lam[3]*math.cos(q[5])
 
 
 @njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
+    out[2, 5] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
+    out[3, 5] = 0.0
+    out[4, 0] = 0.0
+    out[4, 1] = 0.0
+    out[4, 2] = 0.0
+    out[4, 3] = 0.0
+    out[4, 4] = 0.0
+    out[4, 5] = 0.0
+    out[5, 0] = 0.0
+    out[5, 1] = 0.0
+    out[5, 2] = 0.0
+    out[5, 3] = 0.0
+    out[5, 4] = 0.0
+    out[5, 5] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
+    out[2, 5] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
+    out[3, 5] = 0.0
+    out[4, 0] = 0.0
+    out[4, 1] = 0.0
+    out[4, 2] = 0.0
+    out[4, 3] = 0.0
+    out[4, 4] = 0.0
+    out[4, 5] = 0.0
+    out[5, 0] = 0.0
+    out[5, 1] = 0.0
+    out[5, 2] = 0.0
+    out[5, 3] = 0.0
+    out[5, 4] = 0.0
+    out[5, 5] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[1]
     _c1 = a[2]*_c0
     _c2 = _c1*math.sin(q[2])
     _c3 = _c1*math.cos(q[2])
     _c4 = a[5]*_c0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = _c2
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = _c3
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = _c2
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
     out[2, 5] = _c4*math.sin(q[5])
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
     out[3, 2] = _c3
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
     out[3, 5] = _c4*math.cos(q[5])
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
-    out[:] = 0.0
     _c0 = (1/2)*p[1]
     _c1 = _c0*qd[2]**2
     _c2 = -_c1*math.cos(q[2])
     _c3 = _c1*math.sin(q[2])
     _c4 = _c0*qd[5]**2
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = _c2
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = _c3
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = _c2
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
     out[2, 5] = -_c4*math.cos(q[5])
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
     out[3, 2] = _c3
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
     out[3, 5] = _c4*math.sin(q[5])
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
-    out[:] = 0.0
     _c0 = p[1]*qd[2]
     _c1 = -_c0*math.sin(q[2])
     _c2 = -_c0*math.cos(q[2])
     _c3 = p[1]*qd[5]
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = _c1
+    out[0, 3] = 0.0
+    out[0, 4] = 0.0
+    out[0, 5] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = _c2
+    out[1, 3] = 0.0
+    out[1, 4] = 0.0
+    out[1, 5] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = _c1
+    out[2, 3] = 0.0
+    out[2, 4] = 0.0
     out[2, 5] = -_c3*math.sin(q[5])
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
     out[3, 2] = _c2
+    out[3, 3] = 0.0
+    out[3, 4] = 0.0
     out[3, 5] = -_c3*math.cos(q[5])
 
 
 @njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
     """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[0]
     _c1 = (1/24)*p[1]**2*p[0]
     out[0] = _c0*qd[0]**2 + _c0*qd[3]**2 + _c0*qd[1]**2 + _c0*qd[4]**2 + _c1*qd[2]**2 + _c1*qd[5]**2
     out[1] = -p[2]*p[0]*(q[0] + q[3])
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
-    mass[:] = 0.0
-    force[:] = 0.0
-    phi_q[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = (1/12)*p[1]**2*p[0]
     _c1 = p[2]*p[0]
     _c2 = (1/2)*p[1]
@@ -294,29 +528,79 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     _c10 = _c4*_c8
     _c11 = qd[5]**2
     mass[0, 0] = p[0]
+    mass[0, 1] = 0.0
+    mass[0, 2] = 0.0
+    mass[0, 3] = 0.0
+    mass[0, 4] = 0.0
+    mass[0, 5] = 0.0
+    mass[1, 0] = 0.0
     mass[1, 1] = p[0]
+    mass[1, 2] = 0.0
+    mass[1, 3] = 0.0
+    mass[1, 4] = 0.0
+    mass[1, 5] = 0.0
+    mass[2, 0] = 0.0
+    mass[2, 1] = 0.0
     mass[2, 2] = _c0
+    mass[2, 3] = 0.0
+    mass[2, 4] = 0.0
+    mass[2, 5] = 0.0
+    mass[3, 0] = 0.0
+    mass[3, 1] = 0.0
+    mass[3, 2] = 0.0
     mass[3, 3] = p[0]
+    mass[3, 4] = 0.0
+    mass[3, 5] = 0.0
+    mass[4, 0] = 0.0
+    mass[4, 1] = 0.0
+    mass[4, 2] = 0.0
+    mass[4, 3] = 0.0
     mass[4, 4] = p[0]
+    mass[4, 5] = 0.0
+    mass[5, 0] = 0.0
+    mass[5, 1] = 0.0
+    mass[5, 2] = 0.0
+    mass[5, 3] = 0.0
+    mass[5, 4] = 0.0
     mass[5, 5] = _c0
     force[0] = _c1
+    force[1] = 0.0
+    force[2] = 0.0
     force[3] = _c1
+    force[4] = 0.0
+    force[5] = 0.0
     phi[0] = -_c3 + q[0]
     phi[1] = -_c4 + q[1]
     phi[2] = -_c3 - _c5 - q[0] + q[3]
     phi[3] = -_c4 - _c6 - q[1] + q[4]
     phi_q[0, 0] = 1
+    phi_q[0, 1] = 0.0
     phi_q[0, 2] = _c7
+    phi_q[0, 3] = 0.0
+    phi_q[0, 4] = 0.0
+    phi_q[0, 5] = 0.0
+    phi_q[1, 0] = 0.0
     phi_q[1, 1] = 1
     phi_q[1, 2] = _c3
+    phi_q[1, 3] = 0.0
+    phi_q[1, 4] = 0.0
+    phi_q[1, 5] = 0.0
     phi_q[2, 0] = -1
+    phi_q[2, 1] = 0.0
     phi_q[2, 2] = _c7
     phi_q[2, 3] = 1
+    phi_q[2, 4] = 0.0
     phi_q[2, 5] = -_c6
+    phi_q[3, 0] = 0.0
     phi_q[3, 1] = -1
     phi_q[3, 2] = _c3
+    phi_q[3, 3] = 0.0
     phi_q[3, 4] = 1
     phi_q[3, 5] = _c5
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
+    phi_t[2] = 0.0
+    phi_t[3] = 0.0
     gamma[0] = -_c9
     gamma[1] = -_c10
     gamma[2] = -_c11*_c5 - _c9
@@ -326,8 +610,6 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 @njit(cache=True, error_model="numpy")
 def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
-    force[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = (1/12)*p[1]**2*p[0]
     _c1 = p[2]*p[0]
     _c2 = (1/2)*p[1]
@@ -347,7 +629,11 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     mass[4] = p[0]
     mass[5] = _c0
     force[0] = _c1
+    force[1] = 0.0
+    force[2] = 0.0
     force[3] = _c1
+    force[4] = 0.0
+    force[5] = 0.0
     phi[0] = -_c3 + q[0]
     phi[1] = -_c4 + q[1]
     phi[2] = -_c3 - _c5 - q[0] + q[3]
@@ -364,6 +650,10 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[9] = _c3
     phi_q[10] = 1
     phi_q[11] = _c5
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
+    phi_t[2] = 0.0
+    phi_t[3] = 0.0
     gamma[0] = -_c9
     gamma[1] = -_c10
     gamma[2] = -_c11*_c5 - _c9

@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "190bea27a28d73ed0e7c24521f072a75523c58d6ae0a3ffe8ef21580acbda1c9"
+BODY_HASH = "3f1e60b75699807941ae751465727b836bfe01c2bdd7d173ddf96e6a8ac0daa3"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a8518a19cedbf1bc9f6382f6cc14faca3a3f29154159dcb65dff6615749ab569"
+BODY_HASH = "5d395ed9ea7948ab0c24ead25b88fcdbc66b093ef8e875b649f6596524378b0a"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

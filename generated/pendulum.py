@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e3636ffe8f189f961547495e2095c8dccca3dbc10b08b057e0539a04d93395f9"
+BODY_HASH = "6dac4e4aa28ff91fc30988e5d15f8d623674270b955ae8fe45ddd6fabf4d7ef6"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"
@@ -112,9 +112,10 @@ def phi(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
-    out[:] = 0.0
     out[0, 0] = 1
+    out[0, 1] = 0.0
     out[0, 2] = p[2]*math.sin(q[2])
+    out[1, 0] = 0.0
     out[1, 1] = 1
     out[1, 2] = -p[2]*math.cos(q[2])
 
@@ -122,13 +123,15 @@ def phi_q(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -142,100 +145,154 @@ def gamma(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
-    out[:] = 0.0
     out[0, 0] = p[0]
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = p[0]
+    out[1, 2] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = p[1]
 
 
 @njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
-    out[:] = 0.0
+    out[0] = 0.0
     out[1] = -p[3]*p[0]
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = lam[0]*p[2]*math.cos(q[2]) + lam[1]*p[2]*math.sin(q[2])
 
 
 @njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
     _c0 = a[2]*p[2]
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = _c0*math.cos(q[2])
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = _c0*math.sin(q[2])
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
-    out[:] = 0.0
     _c0 = p[2]*qd[2]**2
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = _c0*math.sin(q[2])
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = -_c0*math.cos(q[2])
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
-    out[:] = 0.0
     _c0 = 2*p[2]*qd[2]
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = -_c0*math.cos(q[2])
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
     out[1, 2] = -_c0*math.sin(q[2])
 
 
 @njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
     """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[0]
     out[0] = (1/2)*p[1]*qd[2]**2 + _c0*qd[0]**2 + _c0*qd[1]**2
     out[1] = p[3]*p[0]*q[1]
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
-    mass[:] = 0.0
-    force[:] = 0.0
-    phi_q[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = p[2]*math.cos(q[2])
     _c1 = p[2]*math.sin(q[2])
     _c2 = qd[2]**2
     mass[0, 0] = p[0]
+    mass[0, 1] = 0.0
+    mass[0, 2] = 0.0
+    mass[1, 0] = 0.0
     mass[1, 1] = p[0]
+    mass[1, 2] = 0.0
+    mass[2, 0] = 0.0
+    mass[2, 1] = 0.0
     mass[2, 2] = p[1]
+    force[0] = 0.0
     force[1] = -p[3]*p[0]
+    force[2] = 0.0
     phi[0] = -_c0 + q[0]
     phi[1] = -_c1 + q[1]
     phi_q[0, 0] = 1
+    phi_q[0, 1] = 0.0
     phi_q[0, 2] = _c1
+    phi_q[1, 0] = 0.0
     phi_q[1, 1] = 1
     phi_q[1, 2] = -_c0
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
     gamma[0] = -_c0*_c2
     gamma[1] = -_c1*_c2
 
@@ -243,21 +300,23 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 @njit(cache=True, error_model="numpy")
 def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
-    force[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = p[2]*math.cos(q[2])
     _c1 = p[2]*math.sin(q[2])
     _c2 = qd[2]**2
     mass[0] = p[0]
     mass[1] = p[0]
     mass[2] = p[1]
+    force[0] = 0.0
     force[1] = -p[3]*p[0]
+    force[2] = 0.0
     phi[0] = -_c0 + q[0]
     phi[1] = -_c1 + q[1]
     phi_q[0] = 1
     phi_q[1] = _c1
     phi_q[2] = 1
     phi_q[3] = -_c0
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
     gamma[0] = -_c0*_c2
     gamma[1] = -_c1*_c2
 

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "77fd4792c67c2cedc4182fb673de1e5240e0c934d7bf1f76ceb743374719ff4e"
+BODY_HASH = "194e24dad2bbf7fac0943aef190cbff78b9140b7ec329a2372cb548eeb8f8023"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"
@@ -981,20 +981,23 @@ def state_rate(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_rate_q(t, q, qd, p, out):
     """f_q = −d_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = 1
 
 
 @njit(cache=True, error_model="numpy")
 def state_rate_qd(t, q, qd, p, out):
     """f_q̇ = −d_q̇ (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def state_rate_x(t, q, qd, p, out):
     """f_X = −d_X (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -1006,26 +1009,32 @@ def state_residual(t, q, qd, qdd, lam, xd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_residual_qdd(t, q, qd, qdd, lam, xd, p, out):
     """d_q̈ (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def state_residual_q(t, q, qd, qdd, lam, xd, p, out):
     """d_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
     out[0, 2] = -1
 
 
 @njit(cache=True, error_model="numpy")
 def state_residual_qd(t, q, qd, qdd, lam, xd, p, out):
     """d_q̇ (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def state_residual_lam(t, q, qd, qdd, lam, xd, p, out):
     """d_λ (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -1037,7 +1046,7 @@ def state_residual_xd(t, q, qd, qdd, lam, xd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_residual_x(t, q, qd, qdd, lam, xd, p, out):
     """d_X (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -1097,13 +1106,19 @@ def state_residual_x_values(t, q, qd, qdd, lam, xd, p, out):
 @njit(cache=True, error_model="numpy")
 def state_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
     """d_q̈, d_q, d_q̇, d_λ, d_Ẋ, d_X with shared subexpressions: the implicit states' blocks of the Newton matrix (Negrut et al. 2007, Eq. 12)."""
-    d_qdd[:] = 0.0
-    d_q[:] = 0.0
-    d_qd[:] = 0.0
-    d_lam[:] = 0.0
-    d_x[:] = 0.0
+    d_qdd[0, 0] = 0.0
+    d_qdd[0, 1] = 0.0
+    d_qdd[0, 2] = 0.0
+    d_q[0, 0] = 0.0
+    d_q[0, 1] = 0.0
     d_q[0, 2] = -1
+    d_qd[0, 0] = 0.0
+    d_qd[0, 1] = 0.0
+    d_qd[0, 2] = 0.0
+    d_lam[0, 0] = 0.0
+    d_lam[0, 1] = 0.0
     d_xd[0, 0] = 1
+    d_x[0, 0] = 0.0
 
 
 @njit(cache=True, error_model="numpy")

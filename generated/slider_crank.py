@@ -31,10 +31,10 @@ SOURCE_FILE = "slider_crank.py"
 SOURCE_HASH = "de577e0f6f823f4911411bfd4160f7fd3c699c8e9f936e7d46e61c31e1e504ab"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "72ad59e04274ac85"
+COMPILER_HASH = "d88fcc4309904fa0"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ca2e19b17b780535d2b24701230e80a6e2702f17cb19d9abc9fd601c66efa5e8"
+BODY_HASH = "bb6ae766de8e2ca710b4535f5998622dca7f24ed8f7beef6ea47a701ecc15c22"
 
 MODEL_NAME = "slider_crank"
 DESCRIPTION = "Slider-crank, Wu, Chiou & Lin 2000 Eqs. 35-37; Welch et al. 2007 Eqs. 71-76"
@@ -118,28 +118,35 @@ def phi(t, q, p, out):
 @njit(cache=True, error_model="numpy")
 def phi_q(t, q, p, out):
     """Constraint Jacobian Φ_q."""
-    out[:] = 0.0
     _c0 = math.cos(q[1])
     out[0, 0] = -p[3]*math.sin(q[0])
     out[0, 1] = -p[5]*math.sin(q[1])
     out[0, 2] = -1
+    out[0, 3] = 0.0
     out[1, 0] = p[3]*math.cos(q[0])
     out[1, 1] = p[5]*_c0
+    out[1, 2] = 0.0
     out[1, 3] = -1
+    out[2, 0] = 0.0
     out[2, 1] = _c0*(p[4] - p[5])
+    out[2, 2] = 0.0
     out[2, 3] = 1
 
 
 @njit(cache=True, error_model="numpy")
 def phi_t(t, q, p, out):
     """Partial time derivative Φ_t."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def nu(t, q, p, out):
     """Velocity right side ν = −Φ_t (Haug 1989, Eq. 7.2.3)."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -157,107 +164,192 @@ def gamma(t, q, qd, p, out):
 @njit(cache=True, error_model="numpy")
 def mass(t, q, p, out):
     """Mass matrix M(q)."""
-    out[:] = 0.0
     out[0, 0] = p[0]
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = p[1]
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
     out[2, 2] = p[2]
+    out[2, 3] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
     out[3, 3] = p[2]
 
 
 @njit(cache=True, error_model="numpy")
 def force(t, q, qd, p, out):
     """Generalized applied force Q(q, q̇, t)."""
-    out[:] = 0.0
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
     out[3] = -p[6]*p[2]
 
 
 @njit(cache=True, error_model="numpy")
 def mass_a_q(t, q, a, p, out):
     """(M(q) a)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_lam_q(t, q, lam, p, out):
     """(Φ_qᵀ λ)_q (Negrut et al. 2007, Eq. 12)."""
-    out[:] = 0.0
     _c0 = math.sin(q[1])
     out[0, 0] = -lam[0]*p[3]*math.cos(q[0]) - lam[1]*p[3]*math.sin(q[0])
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[1, 0] = 0.0
     out[1, 1] = -p[5]*_c0*lam[1] - p[5]*lam[0]*math.cos(q[1]) - _c0*lam[2]*(p[4] - p[5])
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def force_q(t, q, qd, p, out):
     """Q_q."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def force_qd(t, q, qd, p, out):
     """Q_q̇."""
-    out[:] = 0.0
+    out[0, 0] = 0.0
+    out[0, 1] = 0.0
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = 0.0
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
+    out[2, 1] = 0.0
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def phi_q_a_q(t, q, a, p, out):
     """(Φ_q a)_q (Haug et al. 1997, Eq. 29)."""
-    out[:] = 0.0
     _c0 = a[0]*p[3]
     _c1 = p[5]*a[1]
     _c2 = math.sin(q[1])
     out[0, 0] = -_c0*math.cos(q[0])
     out[0, 1] = -_c1*math.cos(q[1])
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
     out[1, 0] = -_c0*math.sin(q[0])
     out[1, 1] = -_c1*_c2
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
     out[2, 1] = -a[1]*_c2*(p[4] - p[5])
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_q(t, q, qd, p, out):
     """γ_q."""
-    out[:] = 0.0
     _c0 = p[3]*qd[0]**2
     _c1 = qd[1]**2
     _c2 = p[5]*_c1
     _c3 = math.cos(q[1])
     out[0, 0] = -_c0*math.sin(q[0])
     out[0, 1] = -_c2*math.sin(q[1])
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
     out[1, 0] = _c0*math.cos(q[0])
     out[1, 1] = _c2*_c3
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
     out[2, 1] = _c1*_c3*(p[4] - p[5])
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def gamma_qd(t, q, qd, p, out):
     """γ_q̇."""
-    out[:] = 0.0
     _c0 = 2*p[3]*qd[0]
     _c1 = 2*qd[1]
     _c2 = p[5]*_c1
     _c3 = math.sin(q[1])
     out[0, 0] = _c0*math.cos(q[0])
     out[0, 1] = _c2*math.cos(q[1])
+    out[0, 2] = 0.0
+    out[0, 3] = 0.0
     out[1, 0] = _c0*math.sin(q[0])
     out[1, 1] = _c2*_c3
+    out[1, 2] = 0.0
+    out[1, 3] = 0.0
+    out[2, 0] = 0.0
     out[2, 1] = _c1*_c3*(p[4] - p[5])
+    out[2, 2] = 0.0
+    out[2, 3] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def energy(t, q, qd, p, out):
     """Kinetic and potential energy and non-conservative power [T, V, P], P = q̇ᵀ(Q + V_qᵀ) (Haug 1989, Eq. 7.5.13 for V)."""
-    out[:] = 0.0
     _c0 = (1/2)*p[2]
     out[0] = (1/2)*p[0]*qd[0]**2 + (1/2)*p[1]*qd[1]**2 + _c0*qd[2]**2 + _c0*qd[3]**2
     out[1] = p[6]*p[2]*q[3]
+    out[2] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
 def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """M, Q, Φ, Φ_q, Φ_t and γ with shared subexpressions: everything one evaluation of the index-1 equations (Haug 1989, Eq. 7.2.1 with Eq. 7.3.8) needs."""
-    mass[:] = 0.0
-    force[:] = 0.0
-    phi_q[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = math.cos(q[1])
     _c1 = p[5]*_c0
     _c2 = p[3]*math.cos(q[0])
@@ -269,9 +361,24 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     _c8 = qd[1]**2
     _c9 = qd[0]**2
     mass[0, 0] = p[0]
+    mass[0, 1] = 0.0
+    mass[0, 2] = 0.0
+    mass[0, 3] = 0.0
+    mass[1, 0] = 0.0
     mass[1, 1] = p[1]
+    mass[1, 2] = 0.0
+    mass[1, 3] = 0.0
+    mass[2, 0] = 0.0
+    mass[2, 1] = 0.0
     mass[2, 2] = p[2]
+    mass[2, 3] = 0.0
+    mass[3, 0] = 0.0
+    mass[3, 1] = 0.0
+    mass[3, 2] = 0.0
     mass[3, 3] = p[2]
+    force[0] = 0.0
+    force[1] = 0.0
+    force[2] = 0.0
     force[3] = -p[6]*p[2]
     phi[0] = _c1 + _c2 - q[2]
     phi[1] = _c4 + _c5 - q[3]
@@ -279,11 +386,18 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[0, 0] = -_c5
     phi_q[0, 1] = -_c4
     phi_q[0, 2] = -1
+    phi_q[0, 3] = 0.0
     phi_q[1, 0] = _c2
     phi_q[1, 1] = _c1
+    phi_q[1, 2] = 0.0
     phi_q[1, 3] = -1
+    phi_q[2, 0] = 0.0
     phi_q[2, 1] = _c0*_c6
+    phi_q[2, 2] = 0.0
     phi_q[2, 3] = 1
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
+    phi_t[2] = 0.0
     gamma[0] = _c1*_c8 + _c2*_c9
     gamma[1] = _c4*_c8 + _c5*_c9
     gamma[2] = _c7*_c8
@@ -292,8 +406,6 @@ def dynamics(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
 @njit(cache=True, error_model="numpy")
 def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     """``dynamics`` with M and Φ_q as values on their static patterns MASS_ROWS/COLS and PHI_Q_ROWS/COLS: the sparse index-1 right side (mbdgen.runtime.sparse)."""
-    force[:] = 0.0
-    phi_t[:] = 0.0
     _c0 = math.cos(q[1])
     _c1 = p[5]*_c0
     _c2 = p[3]*math.cos(q[0])
@@ -308,6 +420,9 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     mass[1] = p[1]
     mass[2] = p[2]
     mass[3] = p[2]
+    force[0] = 0.0
+    force[1] = 0.0
+    force[2] = 0.0
     force[3] = -p[6]*p[2]
     phi[0] = _c1 + _c2 - q[2]
     phi[1] = _c4 + _c5 - q[3]
@@ -320,6 +435,9 @@ def dynamics_values(t, q, qd, p, mass, force, phi, phi_q, phi_t, gamma):
     phi_q[5] = -1
     phi_q[6] = _c0*_c6
     phi_q[7] = 1
+    phi_t[0] = 0.0
+    phi_t[1] = 0.0
+    phi_t[2] = 0.0
     gamma[0] = _c1*_c8 + _c2*_c9
     gamma[1] = _c4*_c8 + _c5*_c9
     gamma[2] = _c7*_c8

@@ -132,7 +132,8 @@ def _kernel_code(
     """CSE over all outputs of one kernel, then print (the flat path).
 
     ``outputs`` holds (argument name, matrix, is_vector).  Entries that are
-    structurally zero are written by one ``out[...] = 0.0`` fill per output.
+    structurally zero are written as ``0.0`` one by one in a small output
+    (:data:`EXPLICIT_ZEROS_MAX`), else by one ``out[:] = 0.0`` fill.
     """
     specs = [
         (arg, mat, _vector_target(arg) if is_vector else _matrix_target(arg), "=")
@@ -189,6 +190,14 @@ def _reduce(name: str, exprs: tuple[sp.Expr, ...], printer: KernelPrinter) -> _R
     return result
 
 
+#: Outputs of at most this many entries get their structural zeros as ``out[i, j] =
+#: 0.0`` statements, each entry written once, instead of an ``out[:] = 0.0`` fill, which
+#: Numba lowers to a ``memset`` call (run-time shape) before the entries are written again:
+#: 3 % of the slider-crank's HHT step (design notes, stop 40).  Larger outputs keep
+#: the fill, one vectorised pass.
+EXPLICIT_ZEROS_MAX = 64
+
+
 def _generic_kernel(
     name: str,
     args: tuple[str, ...],
@@ -203,24 +212,28 @@ def _generic_kernel(
 
     Its time is recorded as the ``cse`` stage (:mod:`mbdgen.timing`)."""
     start = time.perf_counter()
-    targets: list[tuple[str, str]] = []
+    # (target, op, index into exprs, or None for an explicit 0.0)
+    targets: list[tuple[str, str, int | None]] = []
     exprs: list[sp.Expr] = []
     zero_fill: list[str] = []
+    written = collections.Counter(arg for arg, _, _, _ in outputs)
     for arg, mat, target, op in outputs:
-        nonzero = 0
+        size = mat.rows * mat.cols
+        nonzero = sum(1 for e in mat if e != 0)
+        explicit = not zero_all and op == "=" and written[arg] == 1 and size <= EXPLICIT_ZEROS_MAX
         for i in range(mat.rows):
             for j in range(mat.cols):
                 e = mat[i, j]
-                if e == 0:
-                    continue
-                nonzero += 1
-                targets.append((target(i, j), op))
-                exprs.append(e)
-        if not zero_all and nonzero < mat.rows * mat.cols:
+                if e != 0:
+                    targets.append((target(i, j), op, len(exprs)))
+                    exprs.append(e)
+                elif explicit:
+                    targets.append((target(i, j), op, None))
+        if not zero_all and not explicit and nonzero < size:
             zero_fill.append(arg)
     reduced = _reduce(name, tuple(exprs), printer)
     assignments = tuple(
-        Statement(tgt, value, op) for (tgt, op), value in zip(targets, reduced.values, strict=True)
+        Statement(tgt, "0.0" if k is None else reduced.values[k], op) for tgt, op, k in targets
     )
     pro = prologue(set(reduced.used)) if prologue is not None else ()
     timing.accumulate("cse", time.perf_counter() - start)
