@@ -9,7 +9,9 @@ the hottest regions with the instructions that characterise them (divisions,
 calls, square roots).  Stop 40 found the HHT predictor's integer divisions and the
 generated kernels' ``memset`` calls this way (design notes).
 
-Usage: python bench/perf_jit.py {hht,hht_hand} [--seconds 8] [--out /tmp/perf_jit]
+Usage: python bench/perf_jit.py WORKLOAD [--seconds 8] [--out /tmp/perf_jit]
+(WORKLOAD: hht, hht_hand, andrews_radau5, andrews_vabm, stiff_hht_adaptive, stiff_radau5,
+stiff_vabm; the slider-crank's 20 000 HHT steps, or an Andrews run of the bench)
 Needs ``perf`` (with permission to attach to the own process) and ``objdump``.
 """
 
@@ -41,7 +43,18 @@ def workload(name: str) -> Callable[[], object]:
         return lambda: bench.mbdgen_hht(module, 20000)
     if name == "hht_hand":
         return lambda: bench.handwritten_hht(20000)
-    raise SystemExit(f"unknown workload {name!r} (hht, hht_hand)")
+    cases = {  # Andrews' mechanism at the bench's tolerances for a 1e-6 final error
+        "andrews_radau5": ("standard", "radau5", 3e-9),
+        "andrews_vabm": ("standard", "vabm", 1e-8),
+        "stiff_hht_adaptive": ("stiff", "hht_adaptive", 1e-6),
+        "stiff_radau5": ("stiff", "radau5", 1e-6),
+        "stiff_vabm": ("stiff", "vabm", 1e-8),
+    }
+    if name in cases:
+        module = bench.andrews_module()
+        case, method, tol = cases[name]
+        return lambda: bench.andrews_mbdgen(module, case, method, rtol=tol, atol=tol)
+    raise SystemExit(f"unknown workload {name!r} (hht, hht_hand, {', '.join(cases)})")
 
 
 def samples(data: Path) -> collections.Counter[int]:
