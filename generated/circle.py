@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "d88fcc4309904fa0"
+COMPILER_HASH = "4008695d0d9ee063"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "2b13d1da2915f0aca8e19dedaa21a5b508171046304571308568a54ec8aac573"
+BODY_HASH = "dba5cb552ee78b0bdfaa902264ae8d2b93a57b7fae76e1d8f4a0bdb0f1844f64"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "d88fcc4309904fa0"
+COMPILER_HASH = "4008695d0d9ee063"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "aab84ba6a3d7737013c18ea3b5066e37d90cc666c4b3b48d3887efbd28c23784"
+BODY_HASH = "a563ec9a484e51c612d534a65cf78151528f936b1ac61176388623440ae31345"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "d88fcc4309904fa0"
+COMPILER_HASH = "4008695d0d9ee063"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e81640f8c9e31d9ec301cbcf0bc0b17e28e89b4a29babe7a8a9f52cbf5ca4a15"
+BODY_HASH = "0899ebad59ddb3b48f829b055bd142e49942740a1aaef63ff28806c260cfc8d9"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"

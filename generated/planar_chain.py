@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "d88fcc4309904fa0"
+COMPILER_HASH = "4008695d0d9ee063"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "771957ee645acdd6d561712cce228883675d847a32b85354cf7884ab110a7911"
+BODY_HASH = "acb521f6b58222db78420939eecf8769852ddad644b75bd31a2a326f0eecaf35"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "d88fcc4309904fa0"
+COMPILER_HASH = "4008695d0d9ee063"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "d390816b687ca11869d1e8d51c739a2d9eb2a1fa7d49d4f8ea7a2dbdd88a5241"
+BODY_HASH = "50f319517d798f24a993af161adfb2a122b9c4b0158302eba9e56ce631080691"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

@@ -219,12 +219,13 @@ def _generic_kernel(
     written = collections.Counter(arg for arg, _, _, _ in outputs)
     for arg, mat, target, op in outputs:
         size = mat.rows * mat.cols
-        nonzero = sum(1 for e in mat if e != 0)
         explicit = not zero_all and op == "=" and written[arg] == 1 and size <= EXPLICIT_ZEROS_MAX
+        nonzero = 0
         for i in range(mat.rows):
             for j in range(mat.cols):
                 e = mat[i, j]
                 if e != 0:
+                    nonzero += 1
                     targets.append((target(i, j), op, len(exprs)))
                     exprs.append(e)
                 elif explicit:
