@@ -23,10 +23,12 @@ demo: $(STAMP)
 ## test: lint and the whole test suite, one pytest worker per core (TEST_WORKERS=1: serial)
 # A worker that dies (a crash, or pytest-timeout ending a hung test) is replaced once;
 # pytest-xdist runs the test it died in again, so a second death ends the run at once.
+# The 15 longest tests close the log: the suite must stay under 25 minutes on 2 cores.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1 \
+		--durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
