@@ -787,13 +787,15 @@ def new_model_report(rows: Sequence[dict[str, Any]], method: str = "abm") -> str
 # --------------------------------------------------------------------------------------
 
 
+def _elapsed(fn: Callable[[], object]) -> float:
+    """Seconds of one call of ``fn``."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return min((_elapsed(fn) for _ in range(repeats)), default=math.inf)
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -1452,15 +1454,9 @@ def hht_case(module: ModuleType, steps: int, repeats: int) -> dict[str, Any]:
         res = mbdgen_hht(module, steps)
         best_mb = min(best_mb, time.perf_counter() - t0)
         best_loop = min(best_loop, res.counters["wall_time_s"])
-        t0 = time.perf_counter()
-        handwritten_hht(steps)
-        best_hw = min(best_hw, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        mbdgen_hht(module, 2 * steps)
-        best_mb2 = min(best_mb2, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        handwritten_hht(2 * steps)
-        best_hw2 = min(best_hw2, time.perf_counter() - t0)
+        best_hw = min(best_hw, _elapsed(lambda: handwritten_hht(steps)))
+        best_mb2 = min(best_mb2, _elapsed(lambda: mbdgen_hht(module, 2 * steps)))
+        best_hw2 = min(best_hw2, _elapsed(lambda: handwritten_hht(2 * steps)))
     us_mb = best_mb / steps * 1e6
     us_hw = best_hw / steps * 1e6
     slope_mb = (best_mb2 - best_mb) / steps * 1e6
