@@ -608,12 +608,13 @@ def simulate(
         ``method="genalpha"`` (Chung & Hulbert 1993; default 0.9): 1 damps nothing, 0
         annihilates the highest frequencies in one step.  ``newton_tol`` as for ``hht``.
     options : options of the method's family (:meth:`mbdgen.steppers.Stepper.check_options`),
-        e.g. for ``hht``: ``max_iterations`` (10), ``predictor_degree`` (0-3, 2) and
-        ``full_newton`` (False: modified Newton); for ``newmark_gcp`` and
-        ``newmark_gcp_fv`` (Haug, Negrut & Iancu 1997): ``max_iterations`` (10),
-        ``full_newton`` and ``predictor`` ("ode": the §3.3 predictor stage, or
-        "constant": v̈_n), with ``newton_tol`` the tolerance on v̈ and on ‖Φ‖∞; for
-        ``radau5``: ``max_iterations`` (7), ``fixed_step`` (False) and
+        e.g. for ``hht``: ``max_iterations`` (10), ``predictor_degree`` (0-3, 2; with error
+        control the highest degree, the one that predicted the last step best is used,
+        unless ``fixed_degree``) and ``full_newton`` (False: modified Newton); for
+        ``newmark_gcp`` and ``newmark_gcp_fv`` (Haug, Negrut & Iancu 1997):
+        ``max_iterations`` (10), ``full_newton`` and ``predictor`` ("ode": the §3.3
+        predictor stage, or "constant": v̈_n), with ``newton_tol`` the tolerance on v̈ and
+        on ‖Φ‖∞; for ``radau5``: ``max_iterations`` (7), ``fixed_step`` (False) and
         ``extra_iteration`` (True: one Newton iteration past RADAU5's stopping test).
     strict : turn those warnings into a :class:`SimulationError` (for CI use); an
         inconsistent q0 then fails before the first step.

@@ -557,6 +557,7 @@ class HHT(AccelerationState):
         "hht_alpha": -0.05,
         "max_iterations": 10,
         "predictor_degree": 2,
+        "fixed_degree": False,
         "full_newton": False,
     }
     status_messages: ClassVar[dict[int, str]] = {
@@ -604,7 +605,12 @@ class HHT(AccelerationState):
                 "predictor_degree must be 0, 1, 2 or 3 (Negrut et al. 2007, §3.5), got "
                 f"{values['predictor_degree']!r}"
             )
-        return {**values, cls.PARAMETER: parameter, "full_newton": bool(values["full_newton"])}
+        return {
+            **values,
+            cls.PARAMETER: parameter,
+            "full_newton": bool(values["full_newton"]),
+            "fixed_degree": bool(values["fixed_degree"]),
+        }
 
     def __init__(self, run: Run) -> None:
         super().__init__(run)
@@ -643,7 +649,8 @@ class HHT(AccelerationState):
         o = self.run.options
         return hht.control(
             o["hht_alpha"], self.run.newton_tol, o["max_iterations"],
-            degree=o["predictor_degree"], full_newton=o["full_newton"], **step,
+            degree=o["predictor_degree"], full_newton=o["full_newton"],
+            fixed_degree=o["fixed_degree"], **step,
         )  # fmt: skip
 
     def counters(self) -> dict[str, Any]:
@@ -668,6 +675,7 @@ class HHT(AccelerationState):
             "newton_tol": self.run.newton_tol,
             "max_iterations": o["max_iterations"],
             "predictor_degree": o["predictor_degree"],
+            "fixed_degree": o["fixed_degree"],
             "full_newton": o["full_newton"],
             **self.state_formula(),
         }
@@ -705,6 +713,7 @@ class GeneralizedAlpha(HHT):
         "rho_inf": 0.9,
         "max_iterations": 10,
         "predictor_degree": 2,
+        "fixed_degree": False,
         "full_newton": False,
     }
     status_messages: ClassVar[dict[int, str]] = {
@@ -734,7 +743,8 @@ class GeneralizedAlpha(HHT):
         o = self.run.options
         return genalpha.control(
             o["rho_inf"], self.run.newton_tol, o["max_iterations"],
-            degree=o["predictor_degree"], full_newton=o["full_newton"], **step,
+            degree=o["predictor_degree"], full_newton=o["full_newton"],
+            fixed_degree=o["fixed_degree"], **step,
         )  # fmt: skip
 
     def parameters(self) -> dict[str, float]:

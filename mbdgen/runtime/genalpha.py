@@ -85,6 +85,7 @@ def control(
     degree: int = 2,
     full_newton: bool = False,
     rate_slow: float = 0.05,
+    fixed_degree: bool = False,
     **step: float,
 ) -> np.ndarray:
     """The ``ctrl`` vector of :func:`mbdgen.runtime.hht.index3_chunk` for generalized-α
@@ -106,7 +107,7 @@ def control(
         beta, gamma = newmark_coefficients(alpha_m, alpha_f)
     ctrl = hht.control(
         0.0, tol, max_iterations, degree=degree, full_newton=full_newton,
-        rate_slow=rate_slow, beta=beta, gamma=gamma, **step,
+        rate_slow=rate_slow, beta=beta, gamma=gamma, fixed_degree=fixed_degree, **step,
     )  # fmt: skip
     ctrl[hht.C_ALPHA_M] = alpha_m
     ctrl[hht.C_ALPHA_F] = alpha_f
