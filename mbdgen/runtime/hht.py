@@ -1425,6 +1425,7 @@ def index3_chunk(
     rate_slow = ctrl[C_RATE_SLOW]
     full_newton = ctrl[C_FULL_NEWTON] != 0.0
     degree = int(ctrl[C_DEGREE])
+    choose_degree = ctrl[C_ADAPTIVE] != 0.0 and degree > 0 and ctrl[C_FIXED_DEGREE] == 0.0
     alpha_m = ctrl[C_ALPHA_M]
     alpha_f = ctrl[C_ALPHA_F]
     generalized = ctrl[C_GENERALIZED] != 0.0
@@ -1620,7 +1621,7 @@ def index3_chunk(
                         a[i] = a1[i]  # a_{n+1}, or HHT-α's ã_{n+1}
                 if generalized or nd > 0:
                     fstate[F_HA] = hs
-                if adaptive and degree > 0 and ctrl[C_FIXED_DEGREE] == 0.0:
+                if choose_degree:
                     # the next step's predictor: the degree that would have served this
                     # one best (§3.5's polynomial; a cubic through past steps overshoots
                     # where h grows fast, a constant lags where the motion is smooth)
