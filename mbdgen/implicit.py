@@ -53,7 +53,8 @@ def hht(
     newton_tol : stop Newton when the estimated distance to the solution, relative to
         max(1, ‖q̈‖∞) and max(1, ‖λ‖∞), is below this (see :mod:`mbdgen.runtime.hht`).
     max_iterations : Newton iterations allowed per step (a step that needs more is
-        retried once with a fresh iteration matrix, then the run fails).
+        retried once from the predictor with a fresh iteration matrix, unless it began
+        with one, then the run fails).
     predictor_degree : degree (0-3) of the polynomial extrapolating q̈, λ to the next
         step (§3.5); 0 takes the last values.
     full_newton : re-evaluate and refactor the iteration matrix at every iterate

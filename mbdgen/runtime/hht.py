@@ -33,10 +33,10 @@ exhausts its iterations is restarted once from the predictor with a matrix evalu
 there, unless its first iteration already had such a matrix, whose restart would
 repeat the same iterates (then ``NEWTON_FAILED``: a fixed step cannot be cut).  The
 iteration stops when the estimated distance to the solution, ξ/(1 − ξ) ‖Δ‖ (Eq. 42)
-or ‖Δ‖ on the first iteration, is at most 1, ‖·‖ the larger of the max-norms of Δq̈ and Δλ over their
-tolerances: ``ctrl[C_TOL]`` times max(1, ‖q̈‖∞) and max(1, ‖λ‖∞), but not below
-the round-off floor 10 eps max(1, ‖q‖∞)/(βh²) of q̈ (a smaller change of q̈ does not
-change q; times max Mᵢᵢ for λ), which a small h reaches first.
+or ‖Δ‖ on the first iteration, is at most 1, ‖·‖ the larger of the max-norms of Δq̈
+and Δλ over their tolerances: ``ctrl[C_TOL]`` times max(1, ‖q̈‖∞) and max(1, ‖λ‖∞),
+but not below the round-off floor 10 eps max(1, ‖q‖∞)/(βh²) of q̈ (a smaller change
+of q̈ does not change q; times max Mᵢᵢ for λ), which a small h reaches first.
 
 Start: q̈_0, λ_0 solve the index-1 equations at t0 (Haug 1989, Eq. 7.2.1).
 Prediction (§3.5): q̈_{n+1}, λ_{n+1} extrapolated by the polynomial of degree
