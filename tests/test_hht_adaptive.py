@@ -288,8 +288,8 @@ def test_the_predictor_degree_follows_the_motion(andrews_standard):
     predicted the last one takes 50 Newton iterations and 23 matrices for 13 steps,
     against 84 and 37 for 15 steps with the degree fixed at 2 (error 1.2e-4 against
     4.3e-4).  Generalized-α at the same ε lost the motion with the degree fixed (error
-    0.44 rad after 236 steps and 58 failed iterations) and now follows it (17 steps,
-    error 1.1e-3)."""
+    0.44 rad after 236 steps, 58 of whose Newton iterations failed) and now follows it
+    (17 steps, error 1.1e-3)."""
     from mbdgen import bench
 
     module = andrews_standard[0]
