@@ -1185,20 +1185,10 @@ def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1
             xd1[i - n - m] = v
 
 
-@njit(cache=True, inline="always")
-def _lagrange(d, j, t1, hist_t, head):
-    """Weight of the history row ``head`` − j in the degree-d extrapolation to ``t1``."""
-    K = hist_t.shape[0]
-    rj = head - j if head >= j else head - j + K
-    v = 1.0
-    for k in range(d + 1):
-        if k != j:
-            rk = head - k if head >= k else head - k + K
-            v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
-    return v
-
-
-@njit(cache=True, inline="always")
+# Compiled once and called, not inlined into each model's loop, and written as loops:
+# inlined with its degrees unrolled it put some 7 s on a new model's first hht compile
+# (cold cache, 2 cores); a call per accepted step costs nanoseconds.
+@njit(cache=True, error_model="numpy")
 def _best_degree(
     n, m, nd, degree, hist, hist_t, head, count, t1, qdd1, lam1, xd1, weight, cq, cl, cx
 ):  # fmt: skip
@@ -1206,54 +1196,54 @@ def _best_degree(
     come closest to the converged q̈_{n+1}, λ_{n+1}, Ẋ_{n+1} at ``t1``, its error
     measured in the units of the Newton test: q̈_i over ``cq`` w_i (Eq. 45), λ over
     ``cl``, Ẋ_i over ``cx`` w_{n+i} (Eq. 46); the largest of them, the smallest degree
-    on a tie.  One pass over the components for all degrees."""
+    on a tie."""
     K = hist.shape[0]
-    D = min(degree, count - 1)
-    r1 = head - 1 if head >= 1 else head - 1 + K
-    r2 = head - 2 if head >= 2 else head - 2 + K
-    r3 = head - 3 if head >= 3 else head - 3 + K
-    w10 = w11 = w20 = w21 = w22 = w30 = w31 = w32 = w33 = 0.0
-    if D >= 1:
-        w10 = _lagrange(1, 0, t1, hist_t, head)
-        w11 = _lagrange(1, 1, t1, hist_t, head)
-    if D >= 2:
-        w20 = _lagrange(2, 0, t1, hist_t, head)
-        w21 = _lagrange(2, 1, t1, hist_t, head)
-        w22 = _lagrange(2, 2, t1, hist_t, head)
-    if D >= 3:
-        w30 = _lagrange(3, 0, t1, hist_t, head)
-        w31 = _lagrange(3, 1, t1, hist_t, head)
-        w32 = _lagrange(3, 2, t1, hist_t, head)
-        w33 = _lagrange(3, 3, t1, hist_t, head)
-    e0 = e1 = e2 = e3 = 0.0
-    for i in range(n + m + nd):
-        if i < n:
-            y = qdd1[i]
-            s = 1.0 / (cq * weight[i])
-        elif i < n + m:
-            y = lam1[i - n]
-            s = 1.0 / cl
-        else:
-            y = xd1[i - n - m]
-            s = 1.0 / (cx * weight[i - m])
-        h0 = hist[head, i]
-        e0 = max(e0, abs(h0 - y) * s)
-        if D >= 1:
-            h1 = hist[r1, i]
-            e1 = max(e1, abs(w10 * h0 + w11 * h1 - y) * s)
-            if D >= 2:
-                h2 = hist[r2, i]
-                e2 = max(e2, abs(w20 * h0 + w21 * h1 + w22 * h2 - y) * s)
-                if D >= 3:
-                    h3 = hist[r3, i]
-                    e3 = max(e3, abs(w30 * h0 + w31 * h1 + w32 * h2 + w33 * h3 - y) * s)
     best = 0
-    if D >= 1 and e1 < e0:
-        best, e0 = 1, e1
-    if D >= 2 and e2 < e0:
-        best, e0 = 2, e2
-    if D >= 3 and e3 < e0:
-        best = 3
+    best_err = math.inf
+    for d in range(min(degree, count - 1) + 1):
+        w0 = w1 = w2 = w3 = 0.0  # the Lagrange weights of rows head, head − 1, …
+        for j in range(d + 1):
+            rj = head - j if head >= j else head - j + K
+            v = 1.0
+            for k in range(d + 1):
+                if k != j:
+                    rk = head - k if head >= k else head - k + K
+                    v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
+            if j == 0:
+                w0 = v
+            elif j == 1:
+                w1 = v
+            elif j == 2:
+                w2 = v
+            else:
+                w3 = v
+        r1 = head - 1 if head >= 1 else head - 1 + K
+        r2 = head - 2 if head >= 2 else head - 2 + K
+        r3 = head - 3 if head >= 3 else head - 3 + K
+        err = 0.0
+        for i in range(n + m + nd):
+            if i < n:
+                y = qdd1[i]
+                scale = cq * weight[i]
+            elif i < n + m:
+                y = lam1[i - n]
+                scale = cl
+            else:
+                y = xd1[i - n - m]
+                scale = cx * weight[i - m]
+            p = w0 * hist[head, i]
+            if d >= 1:
+                p += w1 * hist[r1, i]
+            if d >= 2:
+                p += w2 * hist[r2, i]
+            if d >= 3:
+                p += w3 * hist[r3, i]
+            e = abs(p - y)
+            if e > err * scale:  # divide only where the maximum grows
+                err = e / scale
+        if err < best_err:
+            best = d
+            best_err = err
     return best
 
 
