@@ -1154,6 +1154,20 @@ def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol
 
 
 @njit(cache=True, inline="always")
+def _lagrange_weight(d, j, t1, hist_t, head):
+    """Weight of history row ``head`` − j (a ring of ``hist_t.shape[0]`` rows) in the
+    polynomial of degree d through rows head … head − d, evaluated at ``t1``."""
+    K = hist_t.shape[0]
+    rj = head - j if head >= j else head - j + K
+    v = 1.0
+    for k in range(d + 1):
+        if k != j:
+            rk = head - k if head >= k else head - k + K
+            v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
+    return v
+
+
+@njit(cache=True, inline="always")
 def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1):
     """q̈_{n+1}, λ_{n+1}, Ẋ_{n+1} extrapolated to ``t1`` by the polynomial through the
     last ``degree`` + 1 accepted values (§3.5), at their own times: Newton's
@@ -1166,13 +1180,7 @@ def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1
     K = hist.shape[0]
     d = min(degree, count - 1)
     for j in range(d + 1):
-        rj = head - j if head >= j else head - j + K
-        v = 1.0
-        for k in range(d + 1):
-            if k != j:
-                rk = head - k if head >= k else head - k + K
-                v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
-        w[j] = v
+        w[j] = _lagrange_weight(d, j, t1, hist_t, head)
     for i in range(n + m + nd):
         v = 0.0
         for j in range(d + 1):
@@ -1203,12 +1211,7 @@ def _best_degree(
     for d in range(min(degree, count - 1) + 1):
         w0 = w1 = w2 = w3 = 0.0  # the Lagrange weights of rows head, head − 1, …
         for j in range(d + 1):
-            rj = head - j if head >= j else head - j + K
-            v = 1.0
-            for k in range(d + 1):
-                if k != j:
-                    rk = head - k if head >= k else head - k + K
-                    v *= (t1 - hist_t[rk]) / (hist_t[rj] - hist_t[rk])
+            v = _lagrange_weight(d, j, t1, hist_t, head)
             if j == 0:
                 w0 = v
             elif j == 1:
