@@ -2,7 +2,11 @@
 constraints, k = p[0]): the linear oscillator on which the implicit methods' numerical
 damping (spectral radius at hω → ∞) is measured from single runtime steps."""
 
+from functools import cache
+
 from numba import njit
+
+from mbdgen.runtime import shared
 
 
 @njit
@@ -21,13 +25,25 @@ def osc_force_q(t, q, qd, p, out):
     out[0, 0] = -p[0]
 
 
-@njit
-def zero_residual(t, q, qd, qdd, lam, xd, p, out):
-    """The states' residual d (none here: nd = 0)."""
-    out[:] = 0.0
+@cache
+def _pointers():
+    sig = shared.KERNEL_SIGNATURES
+    return (
+        shared.KernelPointer(osc_dynamics, sig["dynamics"]),
+        shared.KernelPointer(zero, sig["mass_a_q"]),
+        shared.KernelPointer(osc_force_q, sig["force_q"]),
+    )
 
 
-@njit
-def zero_residual_blocks(t, q, qd, qdd, lam, xd, p, d_qdd, d_q, d_qd, d_lam, d_xd, d_x):
-    """The residual's six partials (none here: nd = 0)."""
-    d_qdd[:] = 0.0
+def osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux) -> int:
+    """One step of h of the index-3 loop (HHT-α or generalized-α, as ``ctrl`` says) on
+    the oscillator, through the routine shared by all models
+    (:func:`mbdgen.runtime.shared.index3_chunk`, the kernels by pointer): the loop a run
+    takes first, compiled once for the suite.  A test-local ``@njit`` wrapper around
+    :func:`mbdgen.runtime.hht.index3_chunk` compiled that loop again, for 25 s, in each
+    test file that asks for the spectral radius."""
+    dynamics, zero_block, force_q = _pointers()
+    return shared.index3_chunk(
+        dynamics, zero_block, zero_block, force_q, zero_block, p, ctrl, ws, 0.0, h, x, state,
+        1, 1, out_t, out_x, out_aux,
+    )  # fmt: skip

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
-from numba import njit
-from oscillator import osc_dynamics, osc_force_q, zero, zero_residual, zero_residual_blocks
+from oscillator import osc_step
 
 import mbdgen
 from mbdgen.cli import main
@@ -87,15 +86,6 @@ def test_coefficients_at_the_ends():
 # --- numerical damping on a linear oscillator --------------------------------------
 
 
-@njit
-def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
-    return ga.index3_chunk(
-        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero,
-        zero_residual, zero_residual_blocks, 1, 0, 0, 1, False, p, ctrl, ws, 0.0, h, x, state,
-        1, 1, out_t, out_x, out_aux,
-    )  # fmt: skip
-
-
 def amplification_matrix(rho_inf, h_omega):
     """The 4 × 4 matrix mapping (q_n, h q̇_n, h² q̈_n, h² a_n) to step n + 1, built
     numerically column by column from single runtime steps of q̈ + ω² q = 0 (ω = 1,
@@ -116,7 +106,7 @@ def amplification_matrix(rho_inf, h_omega):
         state[rt.S_NHIST] = 1
         ctrl = ga.control(rho_inf, 1e-14, 10, full_newton=True)
         outs = np.zeros(1), np.zeros((1, 3)), np.zeros((1, 2))
-        assert _osc_step(p, ctrl, ws, h_omega, x, state, *outs) == 0
+        assert osc_step(p, ctrl, ws, h_omega, x, state, *outs) == 0
         G[:3, j] = x
         G[3, j] = ws.a[0]
     scale = np.diag([1.0, h_omega, h_omega**2, h_omega**2])

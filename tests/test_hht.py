@@ -14,8 +14,7 @@ import json
 import numpy as np
 import pytest
 from conftest import GENERATED, central_jacobian, fitted_slopes, run_python
-from numba import njit
-from oscillator import osc_dynamics, osc_force_q, zero, zero_residual, zero_residual_blocks
+from oscillator import osc_step
 from scipy.optimize import root
 
 from mbdgen.compiler import import_generated
@@ -112,16 +111,7 @@ def test_alpha_zero_equals_an_independent_trapezoidal_step(pendulum):
 
 
 # --- numerical damping on a linear oscillator --------------------------------------
-# test-only kernels of the same ABI: q̈ + k q = 0, one coordinate, no constraints
-
-
-@njit
-def _osc_step(p, ctrl, ws, h, x, state, out_t, out_x, out_aux):
-    return rt.index3_chunk(
-        osc_dynamics, zero, zero, osc_force_q, zero, zero, zero, zero, zero, zero,
-        zero_residual, zero_residual_blocks, 1, 0, 0, 1, False, p, ctrl, ws, 0.0, h, x, state,
-        1, 1, out_t, out_x, out_aux,
-    )  # fmt: skip
+# q̈ + k q = 0, one coordinate, no constraints: test-only kernels (tests/oscillator.py)
 
 
 def amplification_matrix(alpha, h_omega):
@@ -142,7 +132,7 @@ def amplification_matrix(alpha, h_omega):
         state[rt.S_NHIST] = 1
         ctrl = rt.control(alpha, 1e-14, 10, full_newton=True)
         outs = np.zeros(1), np.zeros((1, 3)), np.zeros((1, 2))
-        assert _osc_step(p, ctrl, ws, h_omega, x, state, *outs) == 0
+        assert osc_step(p, ctrl, ws, h_omega, x, state, *outs) == 0
         G[:, j] = x
     scale = np.diag([1.0, h_omega, h_omega**2])  # (q, h q̇, h² q̈): entries of order 1
     return scale @ G @ np.linalg.inv(scale)
