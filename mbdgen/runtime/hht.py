@@ -1422,6 +1422,7 @@ def index3_chunk(
     alpha_m = ctrl[C_ALPHA_M]
     alpha_f = ctrl[C_ALPHA_F]
     generalized = ctrl[C_GENERALIZED] != 0.0
+    ga_root = -alpha_f / (1.0 - alpha_f)  # q̈'s parasitic root under generalized-α
     adaptive = ctrl[C_ADAPTIVE] != 0.0
     rtol = ctrl[C_RTOL]
     atol = ctrl[C_ATOL]
@@ -1577,9 +1578,22 @@ def index3_chunk(
         else:
             if converged and adaptive:
                 # δ = C h² (q̈_{n+1} − q̈_n) (Eq. 25), composite error (Eq. 34)
+                # generalized-α: x without q̈'s parasitic mode (ratio ga_root a step,
+                # mbdgen.runtime.genalpha), from this step's and the last step's
+                # differences, each per unit step
+                root = 0.0
+                w = 0.0
+                prev = 0
+                if generalized and state[S_NHIST] >= 2:
+                    root = ga_root
+                    prev = state[S_HEAD] - 1 if state[S_HEAD] > 0 else K - 1
+                    w = root * hs / (hist_t[state[S_HEAD]] - hist_t[prev])
                 acc = 0.0
                 for i in range(n):
-                    r = errcoef * hs * hs * (qdd1[i] - qdd[i]) / weight[i]
+                    xi = qdd1[i] - qdd[i]
+                    if root != 0.0:
+                        xi = (xi - w * (qdd[i] - hist[prev, i])) / (1.0 - root)
+                    r = errcoef * hs * hs * xi / weight[i]
                     acc += r * r
                 err = math.sqrt(acc / max(n, 1))
                 if nd > 0:
