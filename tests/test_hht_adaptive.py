@@ -231,8 +231,8 @@ def test_andrews_error_falls_with_the_tolerance(andrews_standard, method):
 
 def test_generalized_alpha_rejects_almost_no_steps(andrews_standard):
     """Generalized-α's error estimate leaves out the parasitic mode of q̈ in the
-    constrained directions (ratio −α_f/(1 − α_f) = −0.9 a step at ρ∞ = 0.9, started
-    again by every change of h; :mod:`mbdgen.runtime.genalpha`).  Eq. 25's x = q̈_{n+1}
+    constrained directions (ratio −α_f/(1 − α_f) = −ρ∞ a step, −0.5 at the default,
+    started again by every change of h; :mod:`mbdgen.runtime.genalpha`).  Eq. 25's x = q̈_{n+1}
     − q̈_n saw it at full size: on standard Andrews at ε = 1e-6 123 of 608 attempts
     were rejected (HHT, which has no such mode: 3 of 549).  Measured now: 3 of 461,
     the same final error (2.8e-3), 231 matrix evaluations instead of 343.  Bound: 2 %

@@ -42,11 +42,12 @@ follows from the a-recursion above,
     (1 − α_f) q̈_{n+1} = (1 − α_m) a_{n+1} + α_m a_n − α_f q̈_n,
 
 so q̈ there carries a mode multiplied by r = −α_f/(1 − α_f) each step (−ρ∞ for the
-family above: barely damped at the default ρ∞ = 0.9).  At a constant step it decays
-from the start; every change of h starts it again, since a_n ≈ q̈(t_n + (α_m − α_f) h)
-with the old h.  Its differences alternate in sign, so x sees it at full size: on
-standard Andrews at ε = 1e-8 the estimates jumped between 0.26 and 1.5 at nearly
-constant h and 780 of 2990 attempts were rejected.  The estimate takes
+family above: −0.5 at ``genalpha_adaptive``'s default, barely damped at ``genalpha``'s
+0.9).  At a constant step it decays from the start; every change of h starts it again,
+since a_n ≈ q̈(t_n + (α_m − α_f) h) with the old h.  Its differences alternate in sign,
+so x sees it at full size: on standard Andrews at ε = 1e-8 (ρ∞ = 0.5) the estimates
+jumped between 0.26 and 1.5 at nearly constant h and 780 of 2990 attempts were
+rejected.  The estimate takes
 
     x̃ = h_n [x_n/h_n − r x_{n−1}/h_{n−1}] / (1 − r)
 
