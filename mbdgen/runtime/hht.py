@@ -1206,6 +1206,9 @@ def _best_degree(
     ``cl``, Ẋ_i over ``cx`` w_{n+i} (Eq. 46); the largest of them, the smallest degree
     on a tie."""
     K = hist.shape[0]
+    r1 = head - 1 if head >= 1 else head - 1 + K
+    r2 = head - 2 if head >= 2 else head - 2 + K
+    r3 = head - 3 if head >= 3 else head - 3 + K
     best = 0
     best_err = math.inf
     for d in range(min(degree, count - 1) + 1):
@@ -1220,9 +1223,6 @@ def _best_degree(
                 w2 = v
             else:
                 w3 = v
-        r1 = head - 1 if head >= 1 else head - 1 + K
-        r2 = head - 2 if head >= 2 else head - 2 + K
-        r3 = head - 3 if head >= 3 else head - 3 + K
         err = 0.0
         for i in range(n + m + nd):
             if i < n:
