@@ -48,6 +48,7 @@ class _Layout(NamedTuple):
     const: np.ndarray  # (P, 3) the constant part of the points
     terms: np.ndarray  # (T, 3) rows: point, axis, parameter
     coef: np.ndarray  # (T,) coefficient of each term
+    flat: np.ndarray | None  # (T,) entry of each term in the raveled points, where no two share one
 
 
 def _layout(module: Any) -> _Layout:
@@ -70,7 +71,11 @@ def _layout(module: Any) -> _Layout:
         const=np.array(module.GEOMETRY_POINT_CONST, dtype=np.float64).reshape(-1, 3),
         terms=np.asarray(module.GEOMETRY_POINT_TERMS, dtype=np.int64).reshape(-1, 3),
         coef=np.asarray(module.GEOMETRY_POINT_COEF, dtype=np.float64),
+        flat=None,
     )
+    entry = layout.terms[:, 0] * 3 + layout.terms[:, 1]
+    if np.unique(entry).size == entry.size:
+        layout = layout._replace(flat=entry)
     module._mbdgen_geometry_layout = layout
     return layout
 
@@ -80,10 +85,11 @@ def local_points(module: Any, p: np.ndarray) -> np.ndarray:
     layout = _layout(module)
     pts = layout.const.copy()
     terms = layout.terms
-    # unbuffered, so that terms adding to the same entry all count, in order
-    np.add.at(
-        pts, (terms[:, 0], terms[:, 1]), layout.coef * np.asarray(p, dtype=np.float64)[terms[:, 2]]
-    )
+    values = layout.coef * np.asarray(p, dtype=np.float64)[terms[:, 2]]
+    if layout.flat is not None:  # one term per entry: NumPy's buffered add is exact
+        pts.ravel()[layout.flat] += values  # (np.add.at costs ~10 µs a run)
+    else:  # unbuffered, so that terms adding to the same entry all count, in order
+        np.add.at(pts, (terms[:, 0], terms[:, 1]), values)
     return pts
 
 
