@@ -36,6 +36,19 @@ from mbdgen.runtime.status import (
     STEP_SIZE_COLLAPSE,
 )
 
+#: A status of the driver (:func:`mbdgen.simulation._drive`), never of a compiled step:
+#: the steps the error control accepts keep shrinking until finishing the run is out of
+#: reach.  Kept out of :mod:`mbdgen.runtime.status`, whose source keys the compiled
+#: cache (:mod:`mbdgen._numba_cache`): the runtime neither returns nor reads it.
+STEP_SIZE_STALL = 7
+MESSAGES = {
+    **MESSAGES,
+    STEP_SIZE_STALL: (
+        "the step size collapsed: the error control keeps accepting ever smaller steps "
+        "(a singularity, a discontinuity, or a tolerance too tight for the model?)"
+    ),
+}
+
 #: Growth of ‖(q, q̇)‖ over its initial size that counts as a blow-up.
 BLOWUP_GROWTH = 1e6
 #: A smaller growth counts too where the last recorded state also left the constraints
@@ -232,7 +245,9 @@ def explain_failure(
     phi_last = _last_phi(result)
     drifted = last > DRIFT_GROWTH * scale and phi_last > DRIFT_PHI * scale
     blew_up = not np.isfinite(last) or last > BLOWUP_GROWTH * scale or drifted
-    if blew_up and status in (SINGULAR, NONFINITE, NEWTON_FAILED, STEP_SIZE_COLLAPSE):
+    if blew_up and status in (
+        SINGULAR, NONFINITE, NEWTON_FAILED, STEP_SIZE_COLLAPSE, STEP_SIZE_STALL
+    ):  # fmt: skip
         what = f"; {nonfinite}" if nonfinite else ""
         off = f", and ‖Φ‖ reached {phi_last:.3g}" if drifted else ""
         return (

@@ -41,6 +41,7 @@ import numpy as np
 from mbdgen import specialize
 from mbdgen.analysis.assembly import RemovedRows
 from mbdgen.codegen.abi import UNROLL_LIMIT
+from mbdgen.diagnose import STEP_SIZE_STALL
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
 from mbdgen.runtime import (
@@ -867,14 +868,15 @@ class ErrorControlled:
         if (name, value) not in (("hht_alpha", 0.0), ("rho_inf", 1.0)) or self.run.options["h_min"]:
             return words  # damped, or a floor the user set
         damped = "hht_alpha < 0 (e.g. −0.3)" if name == "hht_alpha" else "rho_inf < 1 (e.g. 0.5)"
+        cause = (
+            f"with {name} = {value:g}, a method without numerical damping: on the index-3 "
+            "equations the oscillation of q̈ and λ that every change of step starts does not "
+            f"decay, and the error test keeps cutting the step; use {damped}"
+        )
         return {
             **words,
-            STEP_SIZE_COLLAPSE: (
-                f"the step size fell below its minimum with {name} = {value:g}, a method "
-                "without numerical damping: on the index-3 equations the oscillation of "
-                "q̈ and λ that every change of step starts does not decay, and the error "
-                f"test keeps cutting the step; use {damped}"
-            ),
+            STEP_SIZE_COLLAPSE: f"the step size fell below its minimum {cause}",
+            STEP_SIZE_STALL: f"the step size collapsed {cause}",
         }
 
     def info(self) -> dict[str, Any]:

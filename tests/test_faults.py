@@ -10,6 +10,7 @@ into ``tmp_path`` once per test module.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -689,6 +690,36 @@ def test_the_remedy_fits_the_method():
     for family in ("variable", "hht_adaptive", "genalpha_adaptive"):
         remedy = _remedy(family, True)
         assert "rtol" in remedy and "h_min" in remedy and "smaller step h" not in remedy
+
+
+def _history(*chunks: tuple[int, float]) -> simulation._Loop:
+    """A driver's loop record after chunks of (accepted steps, mean step) from t = 0."""
+    loop = simulation._Loop()
+    t, steps = 0.0, 0
+    loop.history.append((t, steps, math.nan, 0, 0, 0))
+    for taken, h in chunks:
+        t, steps = t + taken * h, steps + taken
+        loop.history.append((t, steps, h, 0, 0, 0))
+    return loop
+
+
+def test_a_stalled_step_size_stops_the_run_and_a_dip_does_not():
+    """The driver's stall test (:meth:`mbdgen.simulation._Loop.stalled`, checked after
+    each chunk): a chunk of ≥ 1000 steps averaging 1000 times less than the largest
+    chunk before it, at which the rest of the run would take more than 1e9 steps,
+    stops it; a dip that recovers, small steps from the start, too few steps in the
+    chunk, or a chunk from which the end is within reach do not."""
+    t_end = 2.0
+    collapse = _history((4096, 2e-5), (4096, 1e-7), (4096, 1.5e-9))
+    assert collapse.stalled(t_end)
+    assert "1.5e-09" in collapse.stall and "would take 1.3e+09 steps" in collapse.stall
+    fine = _history((4096, 1e-9), (4096, 1e-9), (4096, 1e-9))
+    assert not fine.stalled(t_end)  # never fell: a run that needs its small steps
+    few = _history((4096, 2e-5), (999, 1e-10))
+    assert not few.stalled(t_end)  # a dip at a discontinuity: a short chunk
+    near = _history((4096, 2e-5), (4096, 1e-8))
+    assert not near.stalled(near.history[-1][0] + 0.5)  # the end is 5e7 steps away
+    assert not _history((4096, 2e-5), (4096, 1e-7), (4096, 1.5e-9)).stalled(1e-3)
 
 
 def test_gcp_that_finds_no_partition_says_so():

@@ -250,14 +250,20 @@ def test_generalized_alpha_rejects_almost_no_steps(andrews_standard):
 def test_a_collapse_without_damping_names_the_damping(pendulum):
     """hht_alpha = 0 (the trapezoidal rule) with error control on the pendulum at ε =
     1e-8: the constraint-normal oscillation of q̈ and λ that each change of step starts
-    never decays, and the step collapses at t ≈ 0.08 after 3.3 million steps (1.6 s).
-    The message says so and names the remedy (ρ∞ = 1 fails the same way, at t ≈ 1.1
-    on the pendulum after 20 million steps: not run here); with h_min set, the generic
+    never decays, and the accepted steps shrink from 2e-5 at t = 0.079 towards 16 ulp
+    of t, which they reached at t = 0.0818 after 3.3 million steps (1.3 s).  The
+    driver's stall test (:meth:`mbdgen.simulation._Loop.stalled`) now stops the run
+    after 0.1 million (a chunk averaging 1.9e-9, 1e4 times less than the largest; the
+    remaining 1.92 would take 1e9 steps).  The message names the cause and the remedy
+    (ρ∞ = 1 fails the same way, at t ≈ 1.1 after 6.3 million steps, 5.4 s, where 20
+    million ran to the floor before: not run here); with h_min set, the generic
     message stays, since the floor may be the cause."""
     with pytest.raises(SimulationError, match="without numerical damping.*use hht_alpha < 0") as e:
         mbdgen.simulate(pendulum, "hht_adaptive", None, 0.05, 2.0, rtol=1e-8, atol=1e-8,
                         hht_alpha=0.0)  # fmt: skip
     assert e.value.reason == "failed" and len(e.value.result) >= 1
+    assert "collapsed" in str(e.value) and "would take" in str(e.value)
+    assert e.value.result.counters["steps"] < 200_000
     with pytest.raises(SimulationError, match="fell below its minimum: the error") as e:
         mbdgen.simulate(pendulum, "hht_adaptive", None, 0.05, 2.0, rtol=1e-8, atol=1e-8,
                         hht_alpha=0.0, options={"h_min": 1e-3})  # fmt: skip
