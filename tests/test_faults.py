@@ -545,7 +545,12 @@ def test_constraint_violation_is_reported_and_strict_fails(pendulum):
         ("rk4", "use Baumgarte stabilization", "a smaller step or an error-controlled method"),
         ("vabm", "use Baumgarte stabilization", "smaller tolerances (rtol, atol)"),
         ("hht", "Newton tolerance: use a smaller newton_tol or step", "a smaller step or an"),
-        ("hht_adaptive", "use a smaller rtol, atol or newton_tol", "smaller tolerances (rtol"),
+        (
+            "hht_adaptive",
+            "interpolated, and the interpolant's constraint error grows with "
+            "the step: use a smaller rtol, atol or h_max",
+            "smaller tolerances (rtol",
+        ),
     ],
 )
 def test_warnings_suggest_what_the_method_can_change(
