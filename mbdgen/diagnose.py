@@ -166,6 +166,38 @@ def _rank_message(
     )
 
 
+#: Φ_q counts as nearly rank-deficient where its smallest singular value is below this
+#: fraction of its largest (the rank test's threshold, RANK_TOL, is 1e-9): IFToMM A02's
+#: four-bar at its singular position under vabm stopped at 2.7e-8.
+NEAR_SINGULAR = 1e-6
+
+
+def _near_singular_message(module: ModuleType, phi_q: np.ndarray, at_start: bool) -> str | None:
+    """'the mechanism reached a singular configuration …' where Φ_q has full rank by the
+    rank test but is within :data:`NEAR_SINGULAR` of losing it (the step's matrix is
+    singular to working precision there); None elsewhere."""
+    from mbdgen.analysis.assembly import dependent_rows
+
+    if at_start or phi_q.size == 0 or not np.isfinite(phi_q).all():
+        return None
+    s = np.linalg.svd(phi_q, compute_uv=False)
+    if not s[0] > 0.0 or s[-1] >= NEAR_SINGULAR * s[0]:
+        return None
+    rows = _labels(module)["constraint"]
+    joints: list[str] = []
+    for i in dependent_rows(phi_q, tol=NEAR_SINGULAR):
+        joint = rows[i].split("[", 1)[0]
+        if joint not in joints:
+            joints.append(joint)
+    return (
+        f"the mechanism reached a singular configuration: Φ_q is nearly rank-deficient "
+        f"there (its smallest singular value is {s[-1] / s[0]:.1e} of its largest; joints "
+        f"involved: {', '.join(joints)}) — a dead point or a branch point of the linkage, "
+        "where the multipliers λ are not determined; a method that steps over it can pass "
+        "(hht_adaptive, or a fixed step with Baumgarte stabilization, alpha and beta)"
+    )
+
+
 def _inertia_message(
     module: ModuleType, mass: np.ndarray, phi_q: np.ndarray, mass_alone: bool
 ) -> str | None:
@@ -265,8 +297,10 @@ def explain_failure(
     at_start = len(getattr(result, "t", ())) <= 1
     mass, _, _, phi_q, _, _ = ws
     if status == SINGULAR:
-        cause = _rank_message(module, phi_q, at_start, removed_rows) or _inertia_message(
-            module, mass, phi_q, mass_alone=family == "welch"
+        cause = (
+            _rank_message(module, phi_q, at_start, removed_rows)
+            or _inertia_message(module, mass, phi_q, mass_alone=family == "welch")
+            or _near_singular_message(module, phi_q, at_start)
         )
         if cause is None:
             cause = (
