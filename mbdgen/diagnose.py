@@ -135,10 +135,20 @@ def _last_phi(result: object) -> float:
     return value if np.isfinite(value) else np.inf
 
 
+def _dependent_joints(module: ModuleType, phi_q: np.ndarray, tol: float | None = None) -> str:
+    """'A0, A1, …': the joints whose rows take part in Φ_q's (near-)dependency, the rows
+    of Φ_qᵀ's null space at ``tol`` (the rank test's threshold by default)."""
+    from mbdgen.analysis.assembly import dependent_rows
+
+    rows = _labels(module)["constraint"]
+    found = dependent_rows(phi_q) if tol is None else dependent_rows(phi_q, tol=tol)
+    return ", ".join(dict.fromkeys(rows[i].split("[", 1)[0] for i in found))
+
+
 def _rank_message(
     module: ModuleType, phi_q: np.ndarray, at_start: bool, removed: Sequence[int] = ()
 ) -> str | None:
-    from mbdgen.analysis.assembly import dependent_rows, redundant_rows
+    from mbdgen.analysis.assembly import redundant_rows
 
     if phi_q.size == 0 or not np.isfinite(phi_q).all():
         return None
@@ -147,22 +157,18 @@ def _rank_message(
     if not redundant:
         return None
     rows = _labels(module)["constraint"]
-    joints: list[str] = []
-    for i in dependent_rows(phi_q):
-        joint = rows[i].split("[", 1)[0]
-        if joint not in joints:
-            joints.append(joint)
+    joints = _dependent_joints(module, phi_q)
     which = ", ".join(rows[i] for i in redundant)
     if at_start:
         return (
             f"the constraints are redundant at t0: rank Φ_q = {rank} of {len(phi_q)} rows, "
-            f"row(s) {which} depend on the others (joints involved: {', '.join(joints)}); "
+            f"row(s) {which} depend on the others (joints involved: {joints}); "
             "remove the redundant joint(s) or replace them by ones that constrain less"
         )
     return (
         f"the mechanism reached a singular configuration: rank Φ_q fell to {rank} of "
         f"{len(phi_q)} rows, row(s) {which} became dependent (joints involved: "
-        f"{', '.join(joints)}) — a dead point or a lock-up of the linkage"
+        f"{joints}) — a dead point or a lock-up of the linkage"
     )
 
 
@@ -176,23 +182,16 @@ def _near_singular_message(module: ModuleType, phi_q: np.ndarray, at_start: bool
     """'the mechanism reached a singular configuration …' where Φ_q has full rank by the
     rank test but is within :data:`NEAR_SINGULAR` of losing it (the step's matrix is
     singular to working precision there); None elsewhere."""
-    from mbdgen.analysis.assembly import dependent_rows
-
     if at_start or phi_q.size == 0 or not np.isfinite(phi_q).all():
         return None
     s = np.linalg.svd(phi_q, compute_uv=False)
     if not s[0] > 0.0 or s[-1] >= NEAR_SINGULAR * s[0]:
         return None
-    rows = _labels(module)["constraint"]
-    joints: list[str] = []
-    for i in dependent_rows(phi_q, tol=NEAR_SINGULAR):
-        joint = rows[i].split("[", 1)[0]
-        if joint not in joints:
-            joints.append(joint)
+    joints = _dependent_joints(module, phi_q, NEAR_SINGULAR)
     return (
         f"the mechanism reached a singular configuration: Φ_q is nearly rank-deficient "
         f"there (its smallest singular value is {s[-1] / s[0]:.1e} of its largest; joints "
-        f"involved: {', '.join(joints)}) — a dead point or a branch point of the linkage, "
+        f"involved: {joints}) — a dead point or a branch point of the linkage, "
         "where the multipliers λ are not determined; a method that steps over it can pass "
         "(hht_adaptive, or a fixed step with Baumgarte stabilization, alpha and beta)"
     )

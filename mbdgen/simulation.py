@@ -419,9 +419,9 @@ class _Loop:
         if len(self.history) < 2:
             return False
         (t, steps, h_mean, *_), previous = self.history[-1], self.history[-2]
-        if not (steps - previous[1] >= STALL_MIN_STEPS and h_mean > 0.0):
-            return False
         taken = steps - previous[1]
+        if not (taken >= STALL_MIN_STEPS and h_mean > 0.0):
+            return False
         largest = max((row[2] for row in self.history[:-1] if row[2] > 0.0), default=0.0)
         remaining = (t_end - t) / h_mean
         if not (h_mean < STALL_FALL * largest and remaining > STALL_STEPS):
