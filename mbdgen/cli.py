@@ -362,6 +362,12 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     type=float,
     help="hht_adaptive, genalpha_adaptive, radau5: largest step.",
 )
+@click.option(
+    "--raw-outputs",
+    is_flag=True,
+    help="hht_adaptive, genalpha_adaptive, radau5: keep the interpolated output rows "
+    "(default: projected onto Φ = 0 and Φ_q q̇ + Φ_t = 0).",
+)
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option(
     "--x0",
@@ -406,6 +412,7 @@ def simulate(
     atol: float,
     h_min: float | None,
     h_max: float | None,
+    raw_outputs: bool,
     params: tuple[str, ...],
     x0: tuple[str, ...],
     assemble: bool,
@@ -468,7 +475,10 @@ def simulate(
                 rho_inf=rho_inf,
                 rtol=rtol,
                 atol=atol,
-                options={k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None},
+                options={
+                    **{k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None},
+                    **({"project_outputs": False} if raw_outputs else {}),
+                },
                 assemble=list(hold) if assemble else False,
                 params=_parse_params(params),
                 x0=_parse_params(x0, "--x0") or None,

@@ -53,6 +53,7 @@ from mbdgen.runtime import (
     index1,
     newmark_gcp,
     partition,
+    postprocess,
     radau,
     shared,
     sparse,
@@ -68,6 +69,9 @@ CHUNK_STEPS = 4096
 RK_ONLY = 1 << 40
 #: Constraint handling of the explicit methods → entry point suffix (Haug 1989 §7.3).
 CONSTRAINT_HANDLING = {"direct": "", "baumgarte": "", "gcp": "_gcp", "hybrid": "_hybrid"}
+#: Largest n + m of a dense module (generalized coordinates) whose output rows the
+#: index-3 methods project with a dense LU; mechanisms project on their sparse patterns.
+PROJECT_LIMIT = 200
 
 
 @dataclass
@@ -221,6 +225,11 @@ class Stepper:
 
     def pending_output(self) -> bool:
         return False
+
+    def reconcile(self, k: int) -> dict[str, Any] | None:
+        """Make the first ``k`` output rows consistent where the family's rows need it
+        (:meth:`ErrorControlled.reconcile`); what was done, for ``result.info``."""
+        return None
 
     def counters(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -767,7 +776,11 @@ class ErrorControlled:
 
     CHOOSES_STEPS = True
 
-    STEP_OPTIONS: ClassVar[dict[str, Any]] = {"h_min": 0.0, "h_max": None, "h_first": None}
+    #: ``project_outputs``: the output rows projected onto Φ = 0 and Φ_q q̇ + Φ_t = 0
+    #: after the run (:meth:`reconcile`); False keeps the method's interpolants.
+    STEP_OPTIONS: ClassVar[dict[str, Any]] = {
+        "h_min": 0.0, "h_max": None, "h_first": None, "project_outputs": True,
+    }  # fmt: skip
     CONSISTENT_START: ClassVar[bool] = True
     run: Run
     ws: hht.Workspace
@@ -778,6 +791,9 @@ class ErrorControlled:
         steps = {k: options[k] for k in cls.STEP_OPTIONS if options.get(k) is not None}
         rest = {k: v for k, v in options.items() if k not in cls.STEP_OPTIONS}
         values = super().check_options(rest)  # type: ignore[misc]
+        project = steps.pop("project_outputs", True)
+        if not isinstance(project, (bool, np.bool_)):
+            raise MbdgenError(f"project_outputs must be True or False, got {project!r}")
         for name, value in steps.items():
             try:
                 ok = float(value) >= 0.0 if name == "h_min" else float(value) > 0.0
@@ -791,7 +807,7 @@ class ErrorControlled:
             raise MbdgenError(
                 f"h_min = {steps['h_min']:g} must be below h_max = {steps['h_max']:g}"
             )
-        return {**values, **cls.STEP_OPTIONS, **steps}
+        return {**values, **cls.STEP_OPTIONS, **steps, "project_outputs": bool(project)}
 
     def _setup(self) -> None:
         run = self.run
@@ -845,6 +861,34 @@ class ErrorControlled:
     def pending_output(self) -> bool:
         j = self.rows
         return j < self.run.rows and self.ws.t_out[j] <= self.t
+
+    def reconcile(self, k: int) -> dict[str, Any] | None:
+        """Project the output rows onto the position and velocity constraints
+        (:func:`mbdgen.runtime.postprocess.project_rows`): the rows between steps are the
+        method's interpolants, whose ‖Φ‖ is of the order of the local error (rtol), not
+        of the Newton tolerance that holds at the steps.  On the sparse patterns for a
+        sparse module, else densely up to n + m = :data:`PROJECT_LIMIT`; Radau's
+        fixed-step mode, whose rows are its steps, is left alone."""
+        run = self.run
+        if not run.options.get("project_outputs", True) or run.options.get("fixed_step"):
+            return None
+        n, m = run.n, run.m
+        if m == 0 or k == 0:
+            return {"rows": 0, "failed": 0}
+        module, out = run.module, self.out
+        if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
+            la: Any = postprocess.sparse_projection(_index1_plan(module))
+            kernel = "dynamics_values"
+        elif n + m <= PROJECT_LIMIT:
+            la, kernel = postprocess.dense_projection(n, m), "dynamics"
+        else:
+            skipped = f"the model's n + m = {n + m} is above {PROJECT_LIMIT} (dense)"
+            return {"rows": 0, "failed": 0, "skipped": skipped}
+        changed, failed = shared.project_entry(module, kernel)(
+            la, out.t[:k], out.x[:k], out.aux[:k], n, m, run.nd, run.p,
+            np.asarray(run.removed.active, dtype=np.float64), run.newton_tol,
+        )  # fmt: skip
+        return {"rows": int(changed), "failed": int(failed)}
 
     def counters(self) -> dict[str, Any]:
         s = self.state

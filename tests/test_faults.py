@@ -547,8 +547,8 @@ def test_constraint_violation_is_reported_and_strict_fails(pendulum):
         ("hht", "Newton tolerance: use a smaller newton_tol or step", "a smaller step or an"),
         (
             "hht_adaptive",
-            "interpolated, and the interpolant's constraint error grows with "
-            "the step: use a smaller rtol, atol or h_max",
+            "projects its output rows onto Φ = 0, both up to its Newton tolerance: use a "
+            "smaller newton_tol",
             "smaller tolerances (rtol",
         ),
     ],

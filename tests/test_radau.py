@@ -331,3 +331,11 @@ def test_kernels_and_workspaces_cross_into_the_routine_cheaply():
     broken._signature = kern.signature()
     with pytest.raises(AttributeError, match="_address"):
         scaled(broken, ws, a, 1.0)
+
+
+def test_fixed_steps_that_do_not_add_up_exactly_land_on_t_end(pendulum):
+    """Ten steps of 0.05 end at 0.49999999999999994: the last one must reach t_end =
+    0.5 (RADAU5's landing, within h/10⁴), not leave a step of 6e-17 that fails as a
+    step-size collapse."""
+    r = _run(pendulum, 1e-10, t_end=0.5, h=0.05, fixed_step=True, max_iterations=40)
+    assert r.ok and r.counters["steps"] == 10 and r.t[-1] == 0.5 and len(r) == 11

@@ -1007,7 +1007,9 @@ def radau_chunk(dynamics, mass_a_q, phi_q_lam_q, force_q, force_qd, p, ctrl, ws,
         # -- one step attempt from t with h
         hh = f[F_H]
         last = False
-        if t + hh >= f[F_TEND]:
+        # RADAU5's landing: a step that would end within h/10⁴ of t_end goes to t_end
+        # (fixed steps of 0.05 reach 0.49999999999999994 after ten, not 0.5)
+        if t + 1.0001 * hh >= f[F_TEND]:
             hh = f[F_TEND] - t
             last = True
         if hh < f[F_HMIN] or hh <= 16.0 * _EPS * max(abs(t), abs(f[F_TEND])):

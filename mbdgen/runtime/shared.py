@@ -719,6 +719,26 @@ def derived(energy, reactions, phi_t, t, q, qd, lam, p, states, energy_out, powe
                         power_out, reactions_out)  # fmt: skip
 
 
+@njit(**_OPTS)
+def project_rows(kern, la, t, x, aux, n, m, nd, p, active, tol):
+    """:func:`mbdgen.runtime.postprocess.project_rows` with ``dynamics`` (or
+    ``dynamics_values``) by pointer: one compile per installation for every model."""
+    return postprocess.project_rows(kern, la, t, x, aux, n, m, nd, p, active, tol)
+
+
+def project_entry(module: Any, name: str) -> Callable[..., Any]:
+    """The output-row projection (:func:`project_rows`) with the module's kernel
+    ``name`` ("dynamics" or "dynamics_values") bound: by pointer, or where shared entry
+    points are off, the kernel itself (Numba specializes the routine for it)."""
+    if not enabled():
+        kernel = getattr(module, name)
+        return lambda *args: postprocess.project_rows(kernel, *args)
+    bound = module.__dict__.setdefault("_mbdgen_project", {})
+    if name not in bound:  # one per module: it keeps its last call's entry point
+        bound[name] = _Bound(project_rows, (dynamics_pointer(module, name),), "project_rows")
+    return bound[name]
+
+
 #: Post-processing entry point → (shared routine, its kernels in order).  They run once
 #: per result, where a loop over rows does not need constant sizes: every model takes
 #: them, and a new model compiles its ``energy`` and ``phi_t`` kernels but no wrapper.
