@@ -349,11 +349,11 @@ def project_rows(dynamics, la, t, x, aux, n, m, nd, p, active, tol):
     the user's grid are interpolants between steps (HHT's cubic Hermite, Radau's
     collocation polynomial), whose constraint error is of the order of the step's own
     local error (the four-bar under ``hht_adaptive`` at rtol 1e-2: ‖Φ‖ 3e-3 on the
-    rows, 3e-10 at the steps).  The projection of least M-norm onto an affine set that
-    holds the exact solution never moves a row away from it in that norm (to first
-    order for the curved Φ = 0), so the rows lose no accuracy and gain consistency,
-    as MSC.ADAMS reconciles its interpolated output.  q̈, λ and the user states are left
-    as the method interpolated them.
+    rows, 3e-10 at the steps).  The projection of least M-norm onto Φ = 0, which holds
+    the exact q, does not move q away from it (to first order); the velocity set is
+    taken at the computed q and misses the exact q̇ by O(|q − q*|), so q̇'s error can
+    grow to that size where it was smaller (docs/design-notes.md, stop 44).  q̈, λ and
+    the user states are left as the method interpolated them.
 
     ``dynamics`` is the module's kernel, dense with ``la`` a :class:`DenseProjection`,
     or ``dynamics_values`` with a :class:`SparseProjection`; ``x`` the rows [q, q̇, q̈,
