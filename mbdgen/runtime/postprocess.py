@@ -327,6 +327,15 @@ def _judge(now, before, fresh):
 
 
 @njit(cache=True, inline="always")
+def _phi_worst(phi, active):
+    """max |Φ_i| over the enforced rows."""
+    worst = 0.0
+    for k in range(phi.shape[0]):
+        worst = max(worst, abs(active[k] * phi[k]))
+    return worst
+
+
+@njit(cache=True, inline="always")
 def _dot(r):
     s = 0.0
     for i in range(r.shape[0]):
@@ -372,19 +381,16 @@ def project_rows(dynamics, la, t, x, aux, n, m, nd, p, active, tol):
     ones = np.ones(m)
     q0 = np.zeros(n)
     v0 = np.zeros(n)
-    pk = p.copy() if nd > 0 else p
-    o = 3 * n + m  # X in a row
+    states = (x, 3 * n + m, nd)  # the rows' X, a column block
+    pk = _state_parameters(p, states)
     changed = 0
     failed = 0
     for i in range(t.shape[0]):
-        for j in range(nd):
-            pk[pk.shape[0] - nd + j] = x[i, o + j]
+        _put_states(pk, states, i)
         q = x[i, :n]
         v = x[i, n : 2 * n]
         dynamics(t[i], q, v, pk, la.mass, force, phi, la.phi_q, phi_t, gamma)
-        worst = 0.0
-        for k in range(m):
-            worst = max(worst, abs(active[k] * phi[k]))
+        worst = _phi_worst(phi, active)
         v_tol = 1.0
         for k in range(n):
             v_tol = max(v_tol, abs(v[k]))
@@ -408,9 +414,7 @@ def project_rows(dynamics, la, t, x, aux, n, m, nd, p, active, tol):
                 break
             dynamics(t[i], q, v, pk, la.mass, force, phi, la.phi_q, phi_t, gamma)
             before = worst
-            worst = 0.0
-            for k in range(m):
-                worst = max(worst, abs(active[k] * phi[k]))
+            worst = _phi_worst(phi, active)
             ok, factored = _judge(worst, before, fresh)
             it += 1
         # q̇ with Φ_q at the projected q and the matrix held (the correction differs
