@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "dba5cb552ee78b0bdfaa902264ae8d2b93a57b7fae76e1d8f4a0bdb0f1844f64"
+BODY_HASH = "3b47b5b9f861e9896c49bb79c41454b4554d7f36ee29c6dbd49ec1e633c5b31b"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a563ec9a484e51c612d534a65cf78151528f936b1ac61176388623440ae31345"
+BODY_HASH = "efca93d1c4d403b15c0267722898eabffc3628b324ff100a3dab7eaea67ea3ea"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

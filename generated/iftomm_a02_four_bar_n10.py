@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9542ee483e490ad076dab309a41eeb6d3c1d05cd54d54c680d48b05025d0422c"
+BODY_HASH = "148f7c455ee3118f31188407bab16f7c37b04e0ad56b3b874288c50adf69db27"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"

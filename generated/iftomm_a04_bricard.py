@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1841545065b3398d9aa93e2641793cc2451b0a5792061017bd2a541e65dec2e5"
+BODY_HASH = "6883a0f861fc8bd47217cf9e45b9830e4619927eac57a5c56586a8a256e6dddc"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8afc944314299972f92e6a3008f6747ad2870dde9f03c2d847c48908773b4d8f"
+BODY_HASH = "4b653f3e8da6760fa8b8da52c3c5481c73aa67800fdb741debf07b171f869e28"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a51103c678374ae359204c3f3cbacd849efc1aafd7c4ed08334f1e4e4a3c56f2"
+BODY_HASH = "ddbd0f81a4e3799a3bf94aeb62b79010332fbaf1f57123f5690300948e1e82ca"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"

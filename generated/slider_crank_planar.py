@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "cbd101e89faa4b51ab5325383ef1bcc89e964cc8733f59704f5b9c8ba783c684"
+BODY_HASH = "68d35c2739de6bc4ea9552ac4f4caf97dd5b930f7cb235707f14f0725bd225c8"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

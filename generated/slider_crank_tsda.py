@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_tsda.py"
 SOURCE_HASH = "97be3b3912c1b226f62ec049c9051ec990c50ad783590763c9e606a1ac63eb68"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a6ae67f9646126c0ffa4b2530b22e421db474dbfbbf39d237707a2dfdb239ea5"
+BODY_HASH = "24bbdcbf962bfe80e366235da03d3be4090abeace568068c8c7b25e7f5d4be6e"
 
 MODEL_NAME = "slider_crank_tsda"
 DESCRIPTION = "Crank and rod with a TSDA, Haug, Negrut & Iancu 1997 §4.2"

@@ -33,10 +33,10 @@ SOURCE_FILE = "spatial_slider_crank.py"
 SOURCE_HASH = "0dd762f5ac91ffe5d5b656882514708eb1a162c574a17b8c71869e8cf3c9982c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "50f319517d798f24a993af161adfb2a122b9c4b0158302eba9e56ce631080691"
+BODY_HASH = "b078e9e4ba734449f0452e346966913dd7a666ce88a8ccd54d7fd9acf2a83644"
 
 MODEL_NAME = "spatial_slider_crank"
 DESCRIPTION = "Spatial slider-crank (topology of Haug 1989's example; data documented)"

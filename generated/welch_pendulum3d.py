@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "4008695d0d9ee063"
+COMPILER_HASH = "ecbab36b8ef45c5b"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "907f02231b07bc0bb38aa69eca9eb00c54886d5c015bc59c002872546ebee44c"
+BODY_HASH = "7e3d1ad27b2218448ea89a6dcfeb7c2b0db9b206b15ef6340e379648b025d855"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"

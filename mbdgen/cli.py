@@ -561,8 +561,9 @@ def info(model: str, out_dir: str) -> None:
 
     from mbdgen.analysis.assembly import RANK_TOL, dependent_rows, redundant_rows
     from mbdgen.inputs import parameter_vector
-    from mbdgen.model.elements import Mechanism, element_type
+    from mbdgen.model.elements import element_type
     from mbdgen.model.loader import load_model
+    from mbdgen.model.mechanism import Mechanism
 
     mdl = load_model(model)
     module = _compile(model, out_dir)

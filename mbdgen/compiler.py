@@ -165,7 +165,7 @@ def _write_if_changed(path: Path, text: str) -> bool:
 def render(model_path: str | Path, *, flat: bool = False, element_cache: bool | None = None) -> str:
     """Text of the generated module for ``model_path`` (stages 1-3).
 
-    A :class:`~mbdgen.model.elements.Mechanism` takes the element path (kernels per
+    A :class:`~mbdgen.model.mechanism.Mechanism` takes the element path (kernels per
     element type, loops over index tables) unless ``flat`` asks for its flattened
     generalized-coordinate model (the cross-check path).  The element path reads and
     fills the installation's element cache (:mod:`mbdgen.codegen.element_cache`)

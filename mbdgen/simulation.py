@@ -34,7 +34,7 @@ from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import parameter_vector, resolve_model, state_vector
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
-from mbdgen.runtime import partition, postprocess, shared
+from mbdgen.runtime import partition, postprocess, shared, sparse
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
 from mbdgen.steppers import (
     CHUNK_STEPS,
@@ -286,8 +286,6 @@ def _sparse_gcp_workspace(
     """GCP's sparse workspace at t0 (the partition and Φ_u's static elimination order
     from threshold Markowitz pivoting on Φ_q's pattern, the module's index-1 KKT plan)
     and the partition's quality."""
-    from mbdgen.steppers import _index1_plan
-
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     rows, cols = module.PHI_Q_ROWS, module.PHI_Q_COLS
     _, phi_q, _ = constraint_blocks(module, t0, x[:n], x[n:], p, "dynamics_values")
@@ -297,7 +295,7 @@ def _sparse_gcp_workspace(
     except ValueError as exc:
         raise MbdgenError(f"cannot partition the coordinates at t0: {exc}") from None
     ws = partition.gcp_sparse_workspace(
-        module, _index1_plan(module), dep, ind, row_of, col_of, x[:n], x[n:]
+        module, sparse.module_plan(module), dep, ind, row_of, col_of, x[:n], x[n:]
     )
     return ws, quality
 

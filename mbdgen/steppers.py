@@ -242,7 +242,7 @@ class Stepper:
         if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
             return index1.sparse_workspace(
                 run.n, run.m, module.MASS_ROWS, module.MASS_COLS, module.PHI_Q_ROWS,
-                module.PHI_Q_COLS, run.removed.active, plan=_index1_plan(module),
+                module.PHI_Q_COLS, run.removed.active, plan=sparse.module_plan(module),
                 pair=index1.module_pair_plan(module),
             )  # fmt: skip
         return index1.workspace(run.n, run.m, run.removed.active)
@@ -281,18 +281,6 @@ def evaluation_kernel(module: ModuleType, family: str, constraints: str) -> str:
     if constraints == "hybrid" or (constraints == "gcp" and not shared.sparse_gcp(module)):
         return "dynamics"
     return "dynamics_values"
-
-
-def _index1_plan(module: Any) -> sparse.KktPlan:
-    """The module's sparse index-1 plan, computed once per module object."""
-    plan = getattr(module, "_mbdgen_index1_plan", None)
-    if plan is None:
-        plan = sparse.kkt_plan(
-            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
-            module.PHI_Q_ROWS, module.PHI_Q_COLS,
-        )  # fmt: skip
-        module._mbdgen_index1_plan = plan
-    return plan
 
 
 def _index3_workspace(run: Run, t_out: np.ndarray | None) -> Any:
@@ -877,7 +865,7 @@ class ErrorControlled:
             return {"rows": 0, "failed": 0}
         module, out = run.module, self.out
         if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
-            la: Any = postprocess.sparse_projection(_index1_plan(module))
+            la: Any = postprocess.sparse_projection(sparse.module_plan(module))
             kernel = "dynamics_values"
         elif n + m <= PROJECT_LIMIT:
             la, kernel = postprocess.dense_projection(n, m), "dynamics"

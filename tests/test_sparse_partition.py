@@ -30,7 +30,7 @@ from mbdgen.analysis.assembly import (
     sparse_rows_independent,
 )
 from mbdgen.compiler import import_generated
-from mbdgen.runtime import partition, shared
+from mbdgen.runtime import partition, shared, sparse
 from mbdgen.simulation import parameter_vector
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated"
@@ -64,13 +64,11 @@ def test_multiplier_pivot_in_one_call_equals_the_steps_it_replaced(name):
     returns the smallest |pivot| of a multiplier that assembling, factoring and
     scanning K = [[I, Φ_qᵀ], [Φ_q, 0]] one by one give, to the bit; −1 on a failed
     factorization (K with Φ_q = 0 is singular)."""
-    from mbdgen.runtime import sparse
     from mbdgen.runtime.status import OK
-    from mbdgen.steppers import _index1_plan
 
     module = import_generated(GENERATED / f"{name}.py")
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
-    plan = _index1_plan(module)
+    plan = sparse.module_plan(module)
     p = parameter_vector(module, None)
     q = np.asarray(module.Q0, dtype=float)
     a_val = np.zeros(len(module.PHI_Q_ROWS))
@@ -103,8 +101,8 @@ def test_redundant_rows_fall_back_to_the_dense_test():
 def _gcp_both(monkeypatch, name, h, t_end):
     module = import_generated(GENERATED / f"{name}.py")
     runs = []
-    for sparse in (True, False):
-        monkeypatch.setattr(shared, "sparse_gcp", lambda m, s=sparse: s)
+    for use_sparse in (True, False):
+        monkeypatch.setattr(shared, "sparse_gcp", lambda m, s=use_sparse: s)
         runs.append(mbdgen.simulate(module, method="abm", constraints="gcp", h=h, t_end=t_end))
     return module, runs
 
@@ -200,11 +198,10 @@ def test_a_singular_sparse_gcp_workspace_is_explained_by_name(monkeypatch):
     rank loss naming that joint's rows."""
     from mbdgen.diagnose import explain_failure
     from mbdgen.runtime.status import SINGULAR
-    from mbdgen.steppers import _index1_plan
 
     module, (rs, _) = _gcp_both(monkeypatch, "planar_chain", 1e-3, 0.002)
     ws = partition.gcp_sparse_workspace(
-        module, _index1_plan(module), np.arange(16), np.arange(16, 24),
+        module, sparse.module_plan(module), np.arange(16), np.arange(16, 24),
         np.arange(16), np.arange(16), rs.q[-1], rs.qd[-1],
     )  # fmt: skip
     p = parameter_vector(module, None)

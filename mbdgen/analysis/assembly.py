@@ -224,12 +224,11 @@ def sparse_rows_independent(module: ModuleType, t0: float, q: np.ndarray, p: np.
     the decision, and the naming of the rows, to the dense QR as before.
     """
     from mbdgen.runtime import sparse
-    from mbdgen.steppers import _index1_plan
 
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     if getattr(module, "LINEAR_ALGEBRA", "dense") != "sparse" or m == 0:
         return False
-    plan = _index1_plan(module)
+    plan = sparse.module_plan(module)
     # dynamics_values, not phi_q_values: the sparse run compiles it anyway (one JIT less)
     q = np.ascontiguousarray(q, dtype=np.float64)
     a_val = np.zeros(len(module.PHI_Q_ROWS))

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from mbdgen.model.elements import Body, Mechanism, element_type
+from mbdgen.model.elements import Body, element_type
+from mbdgen.model.mechanism import Mechanism
 from mbdgen.runtime.tables import pack_names
 
 

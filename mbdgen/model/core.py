@@ -8,70 +8,14 @@ see is checked here, so later stages can trust their input (DESIGN rule 9).
 
 from __future__ import annotations
 
-import keyword
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy as sp
 
 from mbdgen.errors import ModelError
-
-#: The time symbol every model shares.
-t = sp.Symbol("t")
-
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-#: Names the generated code uses itself; a model item may not shadow them.
-RESERVED = frozenset(
-    {"t", "q", "qd", "qdd", "p", "a", "lam", "out", "np", "math", "njit", "rt", "nb"}
-)
-
-
-def check_identifier(name: str, what: str) -> str:
-    """Return ``name`` if it is a safe identifier for generated code, else raise.
-
-    Safe means: ASCII letters, digits and underscores, starting with a letter, not a
-    Python keyword, not one of the generated code's own names, at most 64 characters.
-    """
-    if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > 64:
-        raise ModelError(
-            f"{what} name {name!r} is not a safe identifier: use ASCII letters, digits and "
-            "underscores, starting with a letter (at most 64 characters)"
-        )
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        raise ModelError(f"{what} name {name!r} is a Python keyword; choose another name")
-    if name in RESERVED:
-        raise ModelError(
-            f"{what} name {name!r} is reserved by the generated code "
-            f"(reserved: {', '.join(sorted(RESERVED))})"
-        )
-    return name
-
-
-def check_symbol_names(groups: Iterable[tuple[str, Iterable[sp.Symbol]]]) -> None:
-    """Every symbol name is a safe identifier and used once across all ``groups``
-    of (what, symbols), e.g. coordinates, velocities and parameters."""
-    seen: dict[str, str] = {}
-    for what, symbols in groups:
-        for s in symbols:
-            check_identifier(s.name, what)
-            if s.name in seen:
-                raise ModelError(f"duplicate name {s.name!r}: used as {seen[s.name]} and as {what}")
-            seen[s.name] = what
-
-
-def finite_number(value: object, what: str) -> float:
-    """``value`` as a float if it is a finite number, else a :class:`ModelError` naming
-    ``what``: NaN and ±inf (also ``1e400``, which reads as inf) are no defaults or
-    initial values; the generated module could not even spell them."""
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ModelError(f"{what} = {value!r} is not a number") from None
-    if not math.isfinite(number):
-        raise ModelError(f"{what} = {value!r} is not a finite number; give a finite value")
-    return number
+from mbdgen.model.names import check_identifier, check_symbol_names, finite_number, t
+from mbdgen.model.states import StateSymbol, check_multipliers, check_states
 
 
 def speeds(coordinates: Iterable[sp.Symbol]) -> list[sp.Symbol]:
@@ -178,8 +122,6 @@ class Model:
         object.__setattr__(self, "coordinates", tuple(coords))
         object.__setattr__(self, "velocities", tuple(vel))
         object.__setattr__(self, "parameters", params)
-        from mbdgen.model.states import check_states
-
         states = check_states(self.states, f"model {self.name!r}", coords, vel, params)
         object.__setattr__(self, "states", states)
         self._check_names()
@@ -235,8 +177,6 @@ class Model:
         if len(names) != phi.rows or not all(isinstance(s, str) for s in names):
             raise ModelError(f"constraint_names must be {phi.rows} strings, one per constraint")
         object.__setattr__(self, "constraint_names", names)
-        from mbdgen.model.states import check_multipliers
-
         check_multipliers(states, f"model {self.name!r}", names)
 
         coord_set, vel_set, par_set = set(coords), set(vel), set(params)
@@ -284,8 +224,6 @@ class Model:
     def _check_free(
         expr: sp.Matrix, allowed: set, what: str, where: str, states: set | None = None
     ) -> None:
-        from mbdgen.model.states import StateSymbol
-
         states = states or set()
         allowed_names = {s.name: s for s in allowed}
         for i in range(expr.rows):

@@ -31,7 +31,6 @@ import sympy as sp
 
 from mbdgen.errors import ModelError
 from mbdgen.model import planar, spatial
-from mbdgen.model.core import t
 from mbdgen.model.elements import (
     RSDA_ANGLE,
     RSDA_RATE,
@@ -46,6 +45,7 @@ from mbdgen.model.elements import (
     unbind,
     user_expressions,
 )
+from mbdgen.model.names import t
 
 __all__ = [
     "l",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from mbdgen.codegen.stamp import source_hash
 from mbdgen.errors import ModelError
 from mbdgen.model.core import Model
-from mbdgen.model.elements import Mechanism
+from mbdgen.model.mechanism import Mechanism
 
 if TYPE_CHECKING:
     from importlib.abc import Loader

@@ -944,7 +944,7 @@ def chain(
     ``{prefix}_m``, ``{prefix}_J`` (default m L²/12, a slender bar),
     ``{prefix}_half`` (L/2), ``{prefix}_mhalf`` (−L/2) and ``{prefix}_off`` (0, a
     lateral offset of the hinges), so N does not multiply the parameter count.  Returns
-    (bodies, elements) for :class:`~mbdgen.model.elements.Mechanism`.
+    (bodies, elements) for :class:`~mbdgen.model.mechanism.Mechanism`.
     """
     if n < 1:
         raise ModelError(f"chain: n must be at least 1, got {n}")

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 import sympy as sp
 
 from mbdgen.errors import ModelError
-from mbdgen.model.core import finite_number
 from mbdgen.model.elements import (
     GROUND,
     RSDA_ANGLE,
@@ -39,6 +38,7 @@ from mbdgen.model.elements import (
     make_coordinates,
     parameter,
 )
+from mbdgen.model.names import finite_number
 
 __all__ = [
     "GROUND",
@@ -1211,7 +1211,7 @@ def chain(
     aₖ (default Lₖ/10, as in Welch et al. 2007 §VI) starts at rest along ``direction``
     with its body frame parallel to the global one (p = [1, 0, 0, 0]); its proximal
     end is s' = −(Lₖ/2) d and its distal end s' = +(Lₖ/2) d.  Returns (bodies,
-    elements) for :class:`~mbdgen.model.elements.Mechanism`.
+    elements) for :class:`~mbdgen.model.mechanism.Mechanism`.
     """
     if n < 1:
         raise ModelError("chain: n must be at least 1")

@@ -56,7 +56,7 @@ from typing import Any
 import sympy as sp
 
 from mbdgen.errors import ModelError
-from mbdgen.model.core import check_identifier, finite_number, t
+from mbdgen.model.names import check_identifier, finite_number, t
 
 __all__ = [
     "AccelerationSymbol",

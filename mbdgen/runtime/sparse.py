@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -332,6 +332,21 @@ def kkt_plan(
         aug_pair=np.asarray(aug_pair, dtype=np.int64),
         aug_diag=np.asarray(aug_diag, dtype=np.int64),
     )
+
+
+def module_plan(module: Any) -> KktPlan:
+    """The :func:`kkt_plan` of a generated module's index-1 matrix [[M, Φ_qᵀ], [Φ_q, 0]]
+    on its patterns (``MASS_ROWS/COLS``, ``PHI_Q_ROWS/COLS``), planned once per module
+    object and kept on it: every sparse user of that matrix (the index-1 right side,
+    GCP, the rank test at t0, the output projection) shares one plan."""
+    plan = getattr(module, "_mbdgen_index1_plan", None)
+    if plan is None:
+        plan = kkt_plan(
+            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
+            module.PHI_Q_ROWS, module.PHI_Q_COLS,
+        )  # fmt: skip
+        module._mbdgen_index1_plan = plan
+    return plan
 
 
 def kkt_position(plan: KktPlan, row: int, col: int) -> int:

@@ -1,6 +1,6 @@
 """The element path: each element *type* derived once, instances as index tables.
 
-For a :class:`~mbdgen.model.elements.Mechanism`, every distinct element type gets the
+For a :class:`~mbdgen.model.mechanism.Mechanism`, every distinct element type gets the
 blocks of :func:`~mbdgen.symbolic.derive.derive_blocks` over its local symbols (its
 bodies' coordinates, its parameters, its own multipliers), plus its joint reactions.
 The instances of a type become integer tables:
@@ -40,9 +40,9 @@ from mbdgen.model.elements import (
     Body,
     Element,
     ElementType,
-    Mechanism,
     element_type,
 )
+from mbdgen.model.mechanism import Mechanism
 from mbdgen.symbolic.derive import (
     _jac,
     _pattern,
