@@ -1864,6 +1864,21 @@ def at_error(
     return None
 
 
+def _loop_split(
+    module: ModuleType, case: str, method: str, tol: float, repeats: int
+) -> dict[str, Any]:
+    """An mbdgen run's accepted steps and the best of ``repeats`` times of its jitted
+    time loop alone (``counters["wall_time_s"]``): the rest of a ``simulate()`` call is
+    its fixed cost (the checks at t0, the workspace, the Result, the energy and
+    constraint checks, the output projection of the index-3 methods)."""
+    loops, steps = [], 0
+    for _ in range(repeats):
+        result = andrews_mbdgen(module, case, method, rtol=tol, atol=tol)
+        loops.append(float(result.counters["wall_time_s"]))
+        steps = int(result.counters.get("steps", 0))
+    return {"loop_s": min(loops), "steps": steps}
+
+
 def andrews_case(case: str, quick: bool = False, repeats: int = 3) -> dict[str, Any]:
     """Wall time of each method to reach :data:`ANDREWS_TARGET_ERROR` on one problem.
 
@@ -1908,6 +1923,8 @@ def andrews_case(case: str, quick: bool = False, repeats: int = 3) -> dict[str, 
             "wall_s": best,
             "tries": len(found["tried"]),
         }
+        if name != "radau":
+            rows[name].update(_loop_split(module, case, name, found["tol"], repeats))
     return {
         "case": case,
         "t_end": spec["t_end"],
@@ -1971,6 +1988,7 @@ def andrews_work_precision(
                     "tol": found["tol"],
                     "error": found["error"],
                     "wall_s": best,
+                    "loop_s": _loop_split(module, case, name, found["tol"], repeats)["loop_s"],
                     "steps": int(result.counters.get("steps", 0)),
                     "newton_iterations": int(result.counters.get("newton_iterations", 0)),
                 }
@@ -1985,18 +2003,22 @@ def work_precision_report(wp: dict[str, Any]) -> list[str]:
     lines = [
         f"  work against error, {wp['case']} Andrews (k = {wp['k']:g}, c = {wp['c']:g}): "
         "ms per simulate() at the loosest tolerance reaching each final error (steps)",
-        f"    {'error':>8}" + "".join(f"{n:>24}" for n in names) + f"{'vabm / hht':>12}",
-    ]
+        f"    {'error':>8}" + "".join(f"{n:>24}" for n in names) + f"{'vabm / hht':>12}"
+        + f"{'loops alone':>13}",
+    ]  # fmt: skip
     for i, target in enumerate(rows[names[0]]):
         cells = [
             f"{r['wall_s'] * 1e3:>14.2f} ({r['steps']:>5})" if r["reached"] else f"{'-':>22}"
             for r in (rows[n][i] for n in names)
         ]
         a, b = rows["vabm"][i], rows["hht_adaptive"][i]
-        ratio = a["wall_s"] / b["wall_s"] if a["reached"] and b["reached"] else None
+        both = a["reached"] and b["reached"]
+        ratio = a["wall_s"] / b["wall_s"] if both else None
+        loops = a["loop_s"] / b["loop_s"] if both and a.get("loop_s") and b.get("loop_s") else None
         lines.append(
             f"    {target['target']:>8.0e}" + "".join(f"{c:>24}" for c in cells)
             + ("" if ratio is None else f"{ratio:>12.1f}")
+            + ("" if loops is None else f"{loops:>13.1f}")
         )  # fmt: skip
     return lines
 
@@ -2036,7 +2058,18 @@ def andrews_goals(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     speedup = vabm_stiff / hht_stiff if hht_stiff and vabm_stiff is not None else None
     hht_only = best_of(std, second_order)
     hht_only_stiff = best_of(stiff, second_order)
+    loop_vabm, loop_hht = stiff["vabm"].get("loop_s"), stiff.get("hht_adaptive", {}).get("loop_s")
     return {
+        # the time loops alone: what the 10x asks of the integrator, without the ~0.2-0.5
+        # ms a simulate() call costs around its loop (set-up, checks, Result, projection)
+        "andrews_stiff_vabm_over_hht_loop": loop_vabm / loop_hht
+        if loop_vabm and loop_hht
+        else None,
+        "andrews_stiff_fixed_cost_s": {
+            name: row["wall_s"] - row["loop_s"]
+            for name, row in stiff.items()
+            if row.get("reached") and "loop_s" in row
+        },
         "andrews_second_order_over_radau": hht_only / radau if hht_only and radau else None,
         "andrews_stiff_vabm_over_second_order": vabm_stiff / hht_only_stiff
         if hht_only_stiff and vabm_stiff is not None
@@ -2141,7 +2174,20 @@ def implicit_report(r: dict[str, Any]) -> str:
         f"{val(r['andrews_implicit_over_vabm'], '.3f')}  {_goal(r['pass_andrews_vabm'])}",
         f"goal  stiff Andrews: vabm / best implicit >= {GOAL_ANDREWS_STIFF_SPEEDUP:g}: "
         f"{val(r['andrews_stiff_vabm_over_hht'], '.1f')}  {_goal(r['pass_andrews_stiff'])}",
+        f"  stiff, the time loops alone: vabm / hht_adaptive "
+        f"{val(r.get('andrews_stiff_vabm_over_hht_loop'), '.1f')}; a call's time outside "
+        "its loop: "
+        + ", ".join(
+            f"{name} {sec * 1e3:.2f} ms"
+            for name, sec in (r.get("andrews_stiff_fixed_cost_s") or {}).items()
+        ),
     ]
+    for case, data in r["andrews"].items():
+        steps = {k: v["steps"] for k, v in data["methods"].items() if v.get("steps")}
+        if steps:
+            lines.append(
+                f"  steps to the target, {case}: " + ", ".join(f"{k} {v}" for k, v in steps.items())
+            )
     if r.get("andrews_stiff_work_precision"):
         lines += work_precision_report(r["andrews_stiff_work_precision"])
     lines.append("")

@@ -163,7 +163,7 @@ def test_work_precision_table_starts_each_search_where_the_last_stopped(monkeypa
         return {"tol": hits[0], "error": scale * hits[0], "tried": []} if hits else None
 
     class Fake:
-        counters = {"steps": 7, "newton_iterations": 3}
+        counters = {"steps": 7, "newton_iterations": 3, "wall_time_s": 5e-4}
 
     monkeypatch.setattr(bench, "at_error", fake_at_error)
     monkeypatch.setattr(bench, "andrews_reference", lambda case: np.zeros(7))
@@ -179,7 +179,8 @@ def test_work_precision_table_starts_each_search_where_the_last_stopped(monkeypa
     # the 1e-4 search of vabm starts at the tolerance 1e-2 found before, not at 1e-1
     assert (1e-4, 1e-2) in grids
     lines = bench.work_precision_report(wp)
-    assert lines[2].split()[-1] == "1.0" and lines[-1].split()[-1] == "-"
+    assert lines[2].split()[-2:] == ["1.0", "1.0"] and lines[-1].split()[-1] == "-"
+    assert hht[0]["loop_s"] == 5e-4  # the time loop alone, from the run's counters
 
 
 def test_error_control_probe_and_not_yet_available_goals(module):
