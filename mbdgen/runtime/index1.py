@@ -46,6 +46,7 @@ from mbdgen.runtime.sparse import (
     pair_plan,
     pair_refine,
     pair_solve,
+    planned_once,
     schur_factor,
     schur_plan,
     schur_refine,
@@ -199,14 +200,7 @@ def module_pair_plan(module: Any) -> PairPlan:
     """The generated ``module``'s :func:`~mbdgen.runtime.sparse.pair_plan`, computed once
     per module object (planning costs 0.7 ms at n + m = 40, 25 ms at 5000: too much
     for every run)."""
-    plan = getattr(module, "_mbdgen_pair_plan", None)
-    if plan is None:
-        plan = pair_plan(
-            module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
-            module.PHI_Q_ROWS, module.PHI_Q_COLS,
-        )  # fmt: skip
-        module._mbdgen_pair_plan = plan
-    return plan
+    return planned_once(module, "_mbdgen_pair_plan", pair_plan)
 
 
 def pair_arrays(pp: PairPlan) -> tuple[np.ndarray, ...]:

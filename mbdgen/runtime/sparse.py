@@ -334,19 +334,25 @@ def kkt_plan(
     )
 
 
-def module_plan(module: Any) -> KktPlan:
-    """The :func:`kkt_plan` of a generated module's index-1 matrix [[M, Φ_qᵀ], [Φ_q, 0]]
-    on its patterns (``MASS_ROWS/COLS``, ``PHI_Q_ROWS/COLS``), planned once per module
-    object and kept on it: every sparse user of that matrix (the index-1 right side,
-    GCP, the rank test at t0, the output projection) shares one plan."""
-    plan = getattr(module, "_mbdgen_index1_plan", None)
+def planned_once(module: Any, attribute: str, planner: Any) -> Any:
+    """``planner(n, m, MASS_ROWS, MASS_COLS, PHI_Q_ROWS, PHI_Q_COLS)`` of a generated
+    module, computed on its first use and kept on the module object as ``attribute``
+    (planning is Python work that every run of the module would repeat)."""
+    plan = getattr(module, attribute, None)
     if plan is None:
-        plan = kkt_plan(
+        plan = planner(
             module.N_COORDINATES, module.N_CONSTRAINTS, module.MASS_ROWS, module.MASS_COLS,
             module.PHI_Q_ROWS, module.PHI_Q_COLS,
         )  # fmt: skip
-        module._mbdgen_index1_plan = plan
+        setattr(module, attribute, plan)
     return plan
+
+
+def module_plan(module: Any) -> KktPlan:
+    """The :func:`kkt_plan` of a generated module's index-1 matrix [[M, Φ_qᵀ], [Φ_q, 0]]
+    on its patterns, planned once per module object: every sparse user of that matrix
+    (the index-1 right side, GCP, the rank test at t0, the output projection) shares it."""
+    return planned_once(module, "_mbdgen_index1_plan", kkt_plan)
 
 
 def kkt_position(plan: KktPlan, row: int, col: int) -> int:
