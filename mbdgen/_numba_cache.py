@@ -27,6 +27,9 @@ import numba
 from numba.core import caching, config
 from numba.core.typing.templates import Signature
 
+from mbdgen.errors import MbdgenError
+from mbdgen.private_dir import open_no_follow
+
 _RUNTIME = Path(__file__).resolve().parent / "runtime"
 
 
@@ -71,12 +74,13 @@ CACHE_DIR = _configure()
 @contextlib.contextmanager
 def _index_locked(index_path: str, exclusive: bool) -> Iterator[None]:
     """An advisory lock on ``<index>.lock`` (exclusive for a save, shared for a load);
-    none where the folder cannot hold one (read-only, no ``fcntl``)."""
+    none where the folder cannot hold one (read-only, no ``fcntl``) or where a link
+    stands in its place (not followed: it could point at any file of the user's)."""
     try:
         import fcntl
 
-        handle = open(index_path + ".lock", "ab")  # noqa: SIM115 - closed below
-    except (ImportError, OSError):
+        handle = open_no_follow(index_path + ".lock", 0o666)
+    except (ImportError, OSError, MbdgenError):
         yield
         return
     with handle:

@@ -66,7 +66,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -78,7 +77,7 @@ import numpy as np
 from numba import njit
 
 from mbdgen import _numba_cache  # noqa: F401  (sets Numba's cache folder before the @njit below)
-from mbdgen.bench import _best
+from mbdgen.bench import _best, bench_temp_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANAR_CHAIN_MODEL = ROOT / "models" / "planar_chain.py"
@@ -346,10 +345,11 @@ def build_model() -> Mechanism:
 
 def bench_dir() -> Path:
     """A per-user folder for the chain models and their generated modules; it is kept
-    between runs, so their Numba cache (in mbdgen's usual cache folder) stays warm."""
-    user = "".join(c for c in os.environ.get("USER", "user") if c.isalnum()) or "user"
-    path = Path(tempfile.gettempdir()) / f"mbdgen-bench-{user}" / "chains"
-    path.mkdir(parents=True, exist_ok=True)
+    between runs, so their Numba cache (in mbdgen's usual cache folder) stays warm.
+    Its parent is private (:func:`mbdgen.bench.bench_temp_dir`): the modules in it are
+    imported."""
+    path = bench_temp_dir() / "chains"
+    path.mkdir(exist_ok=True)
     return path
 
 

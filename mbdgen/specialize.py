@@ -25,7 +25,12 @@ minutes with it against 27 under "now".
 
 A file lock per (module, entry point, argument types) keeps concurrent runs (threads of
 a sweep, pytest workers, two shells) from compiling the same code twice; the child's
-output goes to a log next to the lock (``specialize_dir()``).
+output goes to a log next to the lock (``specialize_dir()``).  That folder is under the
+shared temporary folder, so it is a private one (:func:`mbdgen.private_dir.private_dir`:
+0700, this user's, else refused and the run goes on without a background compile), its
+logs and locks are opened without following links, and the argument types reach the
+child through a pipe, never through a file that another user could swap for a pickle
+of their own (issue 46, case 9).
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ import contextlib
 import hashlib
 import os
 import pickle
+import stat
 import subprocess
 import sys
-import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ from typing import Any
 from numba.core.errors import NumbaError
 
 from mbdgen.errors import MbdgenError
+from mbdgen.private_dir import open_no_follow, temp_dir
 
 POLICY_ENV = "MBDGEN_SPECIALIZE"
 POLICIES = ("background", "now", "shared")
@@ -52,6 +59,8 @@ POLICIES = ("background", "now", "shared")
 _LOCK = threading.Lock()
 #: (module file, entry point, signature) → the background process started for it.
 _STARTED: dict[tuple[str, str, str], subprocess.Popen[bytes]] = {}
+#: The messages of folders and logs refused in this process (each is said once).
+_REFUSED: set[str] = set()
 
 
 def policy() -> str:
@@ -79,11 +88,18 @@ def policy_set(value: str) -> Iterator[None]:
 
 
 def specialize_dir() -> Path:
-    """Where the locks and the background processes' logs live."""
-    user = getattr(os, "getuid", lambda: os.environ.get("USERNAME", "user"))()
-    path = Path(tempfile.gettempdir()) / f"mbdgen-specialize-{user}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """Where the locks and the background processes' logs live: the private folder
+    ``<tempdir>/mbdgen-specialize-<uid>`` (:class:`MbdgenError` where it is not)."""
+    return temp_dir("mbdgen-specialize")
+
+
+def _refused(exc: MbdgenError) -> None:
+    """Say once per process why no background compile starts (a refused folder or
+    log): a warning, one line; the run goes on with the shared routine."""
+    message = f"{exc}; no background compile (the run goes on as it is)"
+    if message not in _REFUSED:  # called under _LOCK
+        _REFUSED.add(message)
+        warnings.warn(message, stacklevel=3)
 
 
 def load_cached(dispatcher: Any, signature: Any) -> bool:
@@ -145,19 +161,20 @@ def start(module: Any, name: str, signature: tuple[Any, ...]) -> subprocess.Pope
         stem = f"{Path(key[0]).stem}-{name}-{key[2]}"
         try:
             folder = specialize_dir()
-            with tempfile.NamedTemporaryFile(
-                "wb", dir=folder, prefix=stem, suffix=".sig", delete=False
-            ) as f:
-                pickle.dump(signature, f)
-            log = open(folder / f"{stem}.log", "ab")  # noqa: SIM115 - the child's
-            with log:
+            with open_no_follow(folder / f"{stem}.log") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "mbdgen.specialize", key[0], name, f.name,
+                    [sys.executable, "-m", "mbdgen.specialize", key[0], name,
                      str(folder / f"{stem}.lock")],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    stdin=subprocess.PIPE, stdout=log, stderr=log,
                     start_new_session=True, close_fds=True,
                     env={**os.environ, POLICY_ENV: "now"},
                 )  # fmt: skip
+            # the argument types through the pipe, never a file: nobody can swap them
+            with proc.stdin:  # type: ignore[union-attr]
+                proc.stdin.write(pickle.dumps(signature))  # type: ignore[union-attr]
+        except MbdgenError as exc:
+            _refused(exc)
+            return None
         except Exception:  # noqa: BLE001 - no background compile: the run goes on as it is
             return None
         _STARTED[key] = proc
@@ -281,14 +298,16 @@ def start_kernels(module: Any, names: list[str], signatures: dict[str, Any]) -> 
         return False
     with _LOCK:
         try:
-            log = open(kernel_log_path(path), "ab")  # noqa: SIM115
-            with log:
+            with open_no_follow(kernel_log_path(path)) as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "mbdgen.specialize", "--kernels", path, *todo],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                     start_new_session=True, close_fds=True,
                     env={**os.environ, POLICY_ENV: "now"},
                 )  # fmt: skip
+        except MbdgenError as exc:
+            _refused(exc)
+            return False
         except Exception:  # noqa: BLE001 - no helper: this process compiles them all
             return False
         _HELPERS[path] = proc
@@ -311,11 +330,11 @@ def kernel_claimed(module: Any, name: str, signature: Any) -> Iterator[None]:
         return
     args = tuple(signature.args)
     for part in kernel_parts(module, name):
-        with open(kernel_lock_path(path, part, signature), "w") as lock:
+        with open_no_follow(kernel_lock_path(path, part, signature)) as lock:
             _flock(lock, block=True)
             if not load_cached(getattr(module, part), args):
                 getattr(module, part).compile(args)
-    with open(kernel_lock_path(path, name, signature), "w") as lock:
+    with open_no_follow(kernel_lock_path(path, name, signature)) as lock:
         _flock(lock, block=True)  # the helper's compile of it, if any, ends first
         load_cached(getattr(module, name), signature)
         yield
@@ -348,7 +367,7 @@ def _compile_kernels(path: str, names: list[str]) -> str:
         signature = kernel_signature(name)
         if not all(part in ready for part in kernel_parts(module, name)):
             continue  # a part the user's process compiles: it compiles this one after it
-        with open(kernel_lock_path(path, name, signature), "w") as lock:
+        with open_no_follow(kernel_lock_path(path, name, signature)) as lock:
             if not _flock(lock, block=False):
                 continue
             dispatcher = getattr(module, name)
@@ -359,16 +378,22 @@ def _compile_kernels(path: str, names: list[str]) -> str:
     return f"compiled: {' '.join(done)}"
 
 
-def _compile(path: str, name: str, signature_file: str, lock_file: str) -> str:
+def _signature_from_pipe(stream: Any) -> Any:
+    """The argument types :func:`start` wrote to the background process's input: read
+    only from a pipe (the one it opened), never from a file, which might hold another
+    user's pickle."""
+    if not stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode):
+        raise MbdgenError(
+            "python -m mbdgen.specialize reads the argument types only from a pipe "
+            "(mbdgen starts it), never from a file"
+        )
+    return pickle.loads(stream.read())  # noqa: S301 - our own parent's pipe
+
+
+def _compile(path: str, name: str, signature: Any, lock_file: str) -> str:
     """The background process: compile ``name`` of the generated module at ``path`` for
-    the pickled signature into Numba's cache, unless another process holds the lock."""
-    try:
-        with open(signature_file, "rb") as f:
-            signature = pickle.load(f)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(signature_file)
-    with open(lock_file, "w") as lock:
+    ``signature`` into Numba's cache, unless another process holds the lock."""
+    with open_no_follow(lock_file) as lock:
         try:
             import fcntl
 
@@ -390,4 +415,9 @@ if __name__ == "__main__":  # pragma: no cover - run in the background process
     if sys.argv[1] == "--kernels":
         print(f"kernels of {sys.argv[2]}: {_compile_kernels(sys.argv[2], sys.argv[3:])}")
     else:
-        print(f"{sys.argv[2]} of {sys.argv[1]}: {_compile(*sys.argv[1:5])}", flush=True)
+        try:
+            _signature = _signature_from_pipe(sys.stdin.buffer)
+        except MbdgenError as exc:
+            sys.exit(f"error: {exc}")
+        path, name, lock_file = sys.argv[1:4]
+        print(f"{name} of {path}: {_compile(path, name, _signature, lock_file)}", flush=True)

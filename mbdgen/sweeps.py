@@ -472,11 +472,13 @@ def _worker_module(module_path: str, text: str) -> ModuleType:
     is used too), else from a copy of ``text`` the worker writes to its own temporary
     folder, under a name of the text's digest (a worker without the shared path, or
     with an out-of-date copy, runs exactly the client's module; rule 4: the module
-    needs only numpy, numba and mbdgen.runtime)."""
+    needs only numpy, numba and mbdgen.runtime).  That folder is the worker user's own
+    (:func:`mbdgen.private_dir.temp_dir`): the copy is imported, so nobody else may
+    write there."""
     import hashlib
-    import tempfile
 
     from mbdgen.compiler import import_generated
+    from mbdgen.private_dir import temp_dir
 
     path = Path(module_path)
     try:
@@ -486,11 +488,11 @@ def _worker_module(module_path: str, text: str) -> ModuleType:
     if shared:
         return import_generated(path)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    local = Path(tempfile.gettempdir()) / "mbdgen-sweep" / digest / path.name
+    local = temp_dir("mbdgen-sweep") / digest / path.name
     if not (local.is_file() and local.read_text(encoding="utf-8") == text):
         from mbdgen.fileio import atomic_write
 
-        local.parent.mkdir(parents=True, exist_ok=True)
+        local.parent.mkdir(exist_ok=True)
         with atomic_write(local) as fh:
             fh.write(text.encode("utf-8"))
     return import_generated(local)

@@ -86,9 +86,12 @@ def digest(text: str) -> str:
 
 
 def library_dir() -> Path:
-    """The library folder: next to Numba's cache, which keeps its machine code."""
-    base = config.CACHE_DIR or os.path.join(tempfile.gettempdir(), "mbdgen-numba")
-    return Path(base) / "library"
+    """The library folder: next to Numba's cache, which keeps its machine code (under
+    the user's cache folder, never the shared temporary one: its modules are
+    imported)."""
+    from mbdgen import _numba_cache
+
+    return Path(config.CACHE_DIR or _numba_cache.CACHE_DIR) / "library"
 
 
 def _source_lines(func: Callable[..., Any]) -> list[str]:
