@@ -1,5 +1,5 @@
 """Shared machines: another local user can neither run code as you nor make mbdgen write
-through a link (issue 46, case 9).
+through a link (issue 46, cases 9 and 10).
 
 - the folders mbdgen keeps under the shared temporary folder (the background
   specializer's, a Dask worker's copy of a generated module, the benchmarks') are
@@ -8,7 +8,9 @@ through a link (issue 46, case 9).
 - the background specializer gets its argument types through a pipe, never from a
   file: a pickle planted in its folder is not loaded;
 - logs and locks are opened without following a link planted in their place, and so
-  are the locks of Numba's cache index.
+  are the locks of Numba's cache index;
+- the README and the tutorial say that a model file, an ``--outputs`` file and
+  ``animate --model`` are run as Python.
 
 Tests run as root here: "another user" is simulated by a patched ``os.getuid``.
 """
@@ -288,3 +290,14 @@ def test_the_kernel_library_is_never_under_the_shared_temporary_folder(tmp, monk
 
     monkeypatch.setattr(config, "CACHE_DIR", "")
     assert library.library_dir() == Path(_numba_cache.CACHE_DIR) / "library"
+
+
+# -- case 10: the documents say that model files are Python ---------------------------
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/tutorial.md"])
+def test_the_documents_say_that_model_files_run_as_python(document):
+    text = " ".join((ROOT / document).read_text().split())
+    assert "executed as Python" in text
+    for what in ("model file", "--outputs", "animate --model"):
+        assert what in text, what
