@@ -13,19 +13,26 @@ are discretized at t_{n+1} with the Newmark formulas (Eq. 2)
 and HHT's weighting of the forces at two consecutive steps, scaled by 1/(1 + α)
 (Eqs. 11a-b, residuals of Eq. 13, with the position constraints scaled by 1/(βh²)):
 
-    e1 = (M q̈)_{n+1} / (1 + α) + (Φ_qᵀλ − Q)_{n+1} − α/(1 + α) (Φ_qᵀλ − Q)_n = 0
+    e1 = (M q̈)_{n+1} / (1 + α) + (Φ_qᵀλ − Q)_{n+1} − α/(1 + α) (Φ_qᵀλ − Q)_n
+         + α/(1 + α) (M_{n+1} − M_n) ã_n = 0
     e2 = Φ(q_{n+1}, t_{n+1}) / (βh²) = 0
 
 α ∈ [−1/3, 0], β = (1 − α)²/4, γ = (1 − 2α)/2 (Eq. 6; :func:`coefficients`);
-α = 0 is the trapezoidal rule.  Newton's method on the unknowns (q̈_{n+1}, λ_{n+1})
-uses the iteration matrix of Eqs. 12 and 14, assembled from the generated blocks
-only (DESIGN rule 2):
+α = 0 is the trapezoidal rule.  The last term of e1 is not in the paper: ã_n is the
+acceleration at t_n (M_n ã_n = −(Φ_qᵀλ − Q)_n), and the term makes e1 Arnold & Brüls'
+form of HHT-α (generalized-α with α_m = 0, α_f = −α), which is second order when M
+depends on q; the paper's Eq. 10 is first order then (spatial bodies in Euler
+parameters, generalized coordinates).  For a constant M (planar bodies, point masses)
+the term is exactly zero (:func:`mass_lag`).  Newton's method on the unknowns
+(q̈_{n+1}, λ_{n+1}) uses the iteration matrix of Eqs. 12 and 14, assembled from the
+generated blocks only (DESIGN rule 2):
 
     [[M̂, Φ_qᵀ], [Φ_q, 0]],
-    M̂ = M/(1 + α) + [(M q̈)_q/(1 + α) + (Φ_qᵀλ)_q − Q_q] βh² − Q_q̇ γh
+    M̂ = M/(1 + α) + [(M v)_q/(1 + α) + (Φ_qᵀλ)_q − Q_q] βh² − Q_q̇ γh,  v = q̈ + α ã_n
 
-(Eq. 14 with Q_q for the paper's Π_q F, and the Q_q̇ γh term that velocity-dependent
-forces add when Q is not a separate unknown F).  The method is modified Newton, as
+(Eq. 14 with Q_q for the paper's Π_q F, (M v)_q for its (M q̈)_q as e1's last term
+asks, and the Q_q̇ γh term that velocity-dependent forces add when Q is not a separate
+unknown F).  The method is modified Newton, as
 §3 of the paper describes: the factorized matrix is kept over iterations and steps
 (h is fixed here), re-evaluated and refactored when the convergence rate ξ (Eq. 43)
 is slow or divergent, or too slow to converge in the iterations left; a step that
@@ -141,9 +148,9 @@ a model is the row d = Ẋ − f).  ã_{n+1} is the acceleration at t_{n+1}: HHT
 q̈_{n+1} approximates q̈(t_{n+1} + αh) (Eq. 10 weights the forces of t_n and t_{n+1}), a
 lag that made a state reading q̈ first order; d reads ã_{n+1} = (q̈_{n+1} + α ã_n)/(1 +
 α), ã_0 = q̈_0, carried in ``ws.a`` (:func:`recovered_acceleration`, derived there from
-Eqs. 10 and 7d: exact for a constant M, an O(αh) remainder for a configuration-dependent
-one).  Generalized-α's q̈_{n+1} satisfies the equations at t_{n+1} and is read as it is,
-as is HHT's at α = 0 (every bit as before).
+Eqs. 10 and 7d with e1's term of a configuration-dependent M, :func:`mass_lag`).
+Generalized-α's q̈_{n+1} satisfies the equations at t_{n+1} and is read as it is, as is
+HHT's at α = 0 (every bit as before).
 
 At the start, after q̈_0, λ_0, Ẋ_0 solves d(Ẋ_0, X_0, q_0, q̇_0, q̈_0, λ_0, t_0) = 0
 by Newton's method on d_Ẋ (:func:`implicit_state_start`); a singular d_Ẋ returns
@@ -360,14 +367,16 @@ class Workspace(NamedTuple):
     fq: np.ndarray  # Q_q
     fqd: np.ndarray  # Q_q̇
     r_prev: np.ndarray  # (Φ_qᵀλ − Q)_n of the last accepted step
+    ma_prev: np.ndarray  # HHT-α: M_n ã_n of the last accepted step (:func:`mass_lag`)
+    va: np.ndarray  # HHT-α: M_{n+1} ã_n, then q̈_{n+1} + α ã_n for (M v)_q (:func:`mass_lag`)
     q1: np.ndarray  # q_{n+1} (or an output point's q)
     qd1: np.ndarray  # q̇_{n+1} (or an output point's q̇)
     qdd1: np.ndarray  # q̈_{n+1} (Newton iterate)
     lam1: np.ndarray  # λ_{n+1} (Newton iterate)
     hist: np.ndarray  # accepted [q̈; λ] for the predictor, HISTORY rows
     hist_t: np.ndarray  # their times
-    a: np.ndarray  # generalized-α: a_n of the last accepted step; HHT-α with implicit
-    #   states: ã_n, the acceleration at t_n that d reads (:func:`recovered_acceleration`)
+    a: np.ndarray  # generalized-α: a_n of the last accepted step; HHT-α: ã_n, the
+    #   acceleration at t_n (:func:`recovered_acceleration`; :func:`mass_lag`, states' d)
     a1: np.ndarray  # generalized-α: a_{n+1} of the iterate; HHT-α: ã_{n+1}
     x_prev: np.ndarray  # [q; q̇; q̈; λ; X; Ẋ] at the start of the last accepted step
     y_max: np.ndarray  # max |q_i|, then max |X_i|, over the accepted steps (Eq. 34's Y_i)
@@ -430,6 +439,8 @@ def workspace(
         fq=np.zeros((n, n)),
         fqd=np.zeros((n, n)),
         r_prev=np.zeros(n),
+        ma_prev=np.zeros(n),
+        va=np.zeros(n),
         q1=np.zeros(n),
         qd1=np.zeros(n),
         qdd1=np.zeros(n),
@@ -681,6 +692,16 @@ def dense_r_prev(n, m, ws, lam):
 
 
 @njit(cache=True, inline="always")
+def dense_mass_vector(ws, v, out):
+    """``out`` ← M v with the M of the latest evaluation."""
+    for i in range(out.shape[0]):
+        s = 0.0
+        for j in range(out.shape[0]):
+            s += ws.mass[i, j] * v[j]
+        out[i] = s
+
+
+@njit(cache=True, inline="always")
 def dense_mass_scale(n, ws):
     """max |M_ii| (the round-off floor of λ's correction)."""
     sm = 0.0
@@ -705,6 +726,7 @@ _DENSE_OPS = {
     "solve": dense_solve,
     "residual": dense_residual,
     "r_prev": dense_r_prev,
+    "mass_vector": dense_mass_vector,
     "mass_scale": dense_mass_scale,
     "record": dense_record,
     "state_jacobian": dense_state_jacobian,
@@ -763,6 +785,10 @@ def la_residual(n, m, alpha, bh2, ws, qdd1, lam1, e):
 
 def la_r_prev(n, m, ws, lam):
     return _ops_of(type(ws))["r_prev"](n, m, ws, lam)
+
+
+def la_mass_vector(ws, v, out):
+    return _ops_of(type(ws))["mass_vector"](ws, v, out)
 
 
 def la_mass_scale(n, ws):
@@ -844,6 +870,12 @@ def _ol_r_prev(n, m, ws, lam):
     return lambda n, m, ws, lam: f(n, m, ws, lam)
 
 
+@overload(la_mass_vector, inline="always")
+def _ol_mass_vector(ws, v, out):
+    f = _typed_ops(ws)["mass_vector"]
+    return lambda ws, v, out: f(ws, v, out)
+
+
 @overload(la_mass_scale, inline="always")
 def _ol_mass_scale(n, ws):
     f = _typed_ops(ws)["mass_scale"]
@@ -868,6 +900,38 @@ def _ol_record(row, t, x, ws, qd, out_t, out_x, out_aux):
     return lambda row, t, x, ws, qd, out_t, out_x, out_aux: f(
         row, t, x, ws, qd, out_t, out_x, out_aux
     )
+
+
+@njit(cache=True, inline="always")
+def mass_lag(n, alpha, ws, e):
+    """e1 += α/(1 + α) (M_{n+1} − M_n) ã_n: HHT-α's equations of motion for a
+    configuration-dependent M, second order (``ws.a`` = ã_n, ``ws.ma_prev`` = M_n ã_n).
+
+    Why.  Eq. 10 of Negrut et al. 2007, (M q̈)_{n+1} + (1 + α) r_{n+1} − α r_n = 0 with
+    r = Φ_qᵀλ − Q, is HHT-α as Hilber, Hughes & Taylor wrote it for a constant M.  It is
+    generalized-α with α_m = 0, α_f = −α (Arnold & Brüls 2007, Eq. 8: a_{n+1} = (1 + α)
+    ã_{n+1} − α ã_n, with ã the acceleration at which the equations of motion hold,
+    M ã + r = 0 at t_n and t_{n+1}) only while M is constant: multiplied by M_{n+1},
+    Arnold & Brüls' recurrence reads
+
+        M_{n+1} q̈_{n+1} + (1 + α) r_{n+1} + α M_{n+1} ã_n = 0,
+
+    and Eq. 10 has α M_n ã_n (= −α r_n) in the place of α M_{n+1} ã_n.  The difference,
+    α (M_{n+1} − M_n) ã_n = O(αh), is an error of q̈_{n+1} of the order of the step that
+    the Newmark formulas (γ = ½ − α) do not compensate: fixed-step HHT-α was first order
+    on every model whose M depends on q — spatial bodies in Euler parameters, M =
+    diag(mI, 4GᵀJ′G) (a heavy top: order 0.99 at α = −0.05, 0.85 at α = −0.3), and
+    generalized coordinates — and second order on planar bodies and point masses, whose
+    M is constant.  With this term e1 is Arnold & Brüls' equation (times 1/(1 + α)),
+    of order 2 for every M (their Theorem 2); for a constant M, M_{n+1} ã_n and M_n ã_n
+    are the same floating-point numbers, the term is exactly zero and every result is
+    Eq. 10's, bit for bit.  Its Jacobian is (M v)_q/(1 + α) with v = q̈_{n+1} + α ã_n,
+    where the loop evaluates ``mass_a_q``.  ``ws.va`` is scratch for M_{n+1} ã_n.
+    """
+    la_mass_vector(ws, ws.a, ws.va)
+    c = alpha / (1.0 + alpha)
+    for i in range(n):
+        e[i] += c * (ws.va[i] - ws.ma_prev[i])
 
 
 # The states' steps below are plain (not Numba-inlined) functions: they take no kernels,
@@ -897,11 +961,11 @@ def recovered_acceleration(n, alpha, a, qdd1, a1):
 
     which for a constant M (absolute coordinates of planar bodies, point masses) is the
     formula above exactly, with ∂ã_{n+1}/∂q̈_{n+1} = I/(1 + α) in the states' rows of
-    Eq. 12 (:func:`implicit_state_blocks`).  For a configuration-dependent M it drops
-    M_{n+1}⁻¹M_n − I = O(h): the error contracts by α/(1 + α) per step to ≈ α h M⁻¹Ṁ ã,
-    first order again but with the factor α (the exact ã_{n+1} = M_{n+1}⁻¹(Q −
-    Φ_qᵀλ)_{n+1} needs a solve with M per iterate; not done).  The recurrence does not
-    involve h: a change of step size needs no correction (unlike generalized-α's a_n).
+    Eq. 12 (:func:`implicit_state_blocks`).  For a configuration-dependent M the loop's
+    e1 has α M_{n+1} ã_n in the place of α M_n ã_n (:func:`mass_lag`), and the formula
+    is exact for every M: M_{n+1} q̈_{n+1} = (1 + α) M_{n+1} ã_{n+1} − α M_{n+1} ã_n.
+    The recurrence does not involve h: a change of step size needs no correction
+    (unlike generalized-α's a_n).
     """
     c = 1.0 / (1.0 + alpha)
     for i in range(n):
@@ -1467,7 +1531,8 @@ def index3_chunk(
     kx = errcoef_x * hs  # ∂δ_X/∂Ẋ_{n+1} (error control)
     t1 = t0
     acc1 = qdd1  # the acceleration d reads: q̈_{n+1}, or HHT-α's ã_{n+1} (below)
-    if implicit and alpha != 0.0:  # (α = 0 for generalized-α: its q̈ is at t_{n+1})
+    lag = alpha != 0.0  # HHT-α's q̈ lags; α = 0 for generalized-α: its q̈ is at t_{n+1}
+    if implicit and lag:
         acc1 = a1
     phase = _PH_NEXT if state[S_STARTED] != 0 else _PH_START
     while True:
@@ -1623,9 +1688,13 @@ def index3_chunk(
                     qdd[i] = qdd1[i]
                 for i in range(m):
                     lam[i] = lam1[i]
-                if generalized or (implicit and nd > 0 and alpha != 0.0):
+                if generalized or (implicit and nd > 0 and lag):
                     for i in range(n):
                         a[i] = a1[i]  # a_{n+1}, or HHT-α's ã_{n+1}
+                elif lag:
+                    recovered_acceleration(n, alpha, a, qdd1, a)  # ã_{n+1}
+                if lag:
+                    la_mass_vector(ws, a, ws.ma_prev)  # M_{n+1} ã_{n+1}, next e1's M_n ã_n
                 if generalized or nd > 0:
                     fstate[F_HA] = hs
                 if choose_degree:
@@ -1695,6 +1764,8 @@ def index3_chunk(
                 phase = _PH_NEXT
                 continue
             la_residual(n, m, alpha, bh2, ws, qdd1, lam1, b)
+            if lag:
+                mass_lag(n, alpha, ws, b)
             if implicit:
                 for i in range(nd):
                     b[NM + i] = rate[i]  # e3 = d(Ẋ, X, q, q̇, q̈, λ, t) (Eq. 13)
@@ -1707,7 +1778,14 @@ def index3_chunk(
                 # the Jacobian blocks of Eq. 12 at the iterate, then the matrix
                 if k == 0:
                     fresh0 = True
-                mass_a_q(t1, q1, qdd1, pk, ws.maq)
+                if lag:
+                    # e1's M term is M_{n+1} (q̈_{n+1} + α ã_n)/(1 + α) (mass_lag)
+                    va = ws.va
+                    for i in range(n):
+                        va[i] = qdd1[i] + alpha * a[i]
+                    mass_a_q(t1, q1, va, pk, ws.maq)
+                else:
+                    mass_a_q(t1, q1, qdd1, pk, ws.maq)
                 phi_q_lam_q(t1, q1, lam1, pk, ws.plq)
                 force_q(t1, q1, qd1, pk, ws.fq)
                 force_qd(t1, q1, qd1, pk, ws.fqd)
@@ -1757,6 +1835,8 @@ def index3_chunk(
                 lam[i] = b[n + i]
                 hist[0, n + i] = b[n + i]
             la_r_prev(n, m, ws, lam)
+            if lag:
+                la_mass_vector(ws, a, ws.ma_prev)  # M_0 ã_0, ã_0 = q̈_0
             if nd > 0:
                 if implicit:
                     # Ẋ_0 from d = 0 at t0, with q̈_0, λ_0 just found (Eq. 8a)

@@ -248,6 +248,8 @@ class Workspace(NamedTuple):
     fq: np.ndarray
     fqd: np.ndarray
     r_prev: np.ndarray
+    ma_prev: np.ndarray
+    va: np.ndarray
     q1: np.ndarray
     qd1: np.ndarray
     qdd1: np.ndarray
@@ -324,6 +326,8 @@ def workspace(
         fq=values(plan.fq_map),
         fqd=values(plan.fqd_map),
         r_prev=np.zeros(n),
+        ma_prev=np.zeros(n),
+        va=np.zeros(n),
         q1=np.zeros(n),
         qd1=np.zeros(n),
         qdd1=np.zeros(n),
@@ -553,6 +557,16 @@ def sparse_r_prev(n, m, ws, lam):
 
 
 @njit(cache=True)
+def sparse_mass_vector(ws, v, out):
+    """``out`` ← M v from M's values of the latest evaluation."""
+    plan = ws.plan
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for k in range(plan.mass_rows.shape[0]):
+        out[plan.mass_rows[k]] += ws.mass[k] * v[plan.mass_cols[k]]
+
+
+@njit(cache=True)
 def sparse_mass_scale(n, ws):
     """max |M_ii| (the round-off floor of λ's correction)."""
     sm = 0.0
@@ -591,6 +605,7 @@ hht.register_linear_algebra(
         "solve": sparse_solve,
         "residual": sparse_residual,
         "r_prev": sparse_r_prev,
+        "mass_vector": sparse_mass_vector,
         "mass_scale": sparse_mass_scale,
         "record": sparse_record,
         "state_jacobian": sparse_state_jacobian,
