@@ -1253,6 +1253,64 @@ def entry() -> None:
 # --------------------------------------------------------------------------------------
 
 
+#: Dask schemes that run over TCP, whose port the CLI probes before it connects.
+_TCP_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+
+def _check_scheduler(address: str, timeout: float) -> None:
+    """Refuse a --scheduler ADDRESS that is malformed or where nothing listens, on one
+    line and at once: Dask's own parsing raises a bare ValueError, and its connect
+    retries a refused port until the whole timeout has passed.  Only the host the user
+    named is contacted, once, by a plain TCP connect (closed straight away); an address
+    of another transport (inproc://, ucx://) is left to Dask."""
+    import socket
+
+    scheme, sep, rest = address.rpartition("://")
+    scheme = scheme.lower() if sep else "tcp"
+    if scheme not in _TCP_SCHEMES:
+        return
+    where = f"--scheduler {address!r}"
+    if not timeout > 0.0:
+        raise MbdgenError(f"--scheduler-timeout must be positive, got {timeout:g}")
+    host, colon, port_text = rest.rpartition(":")
+    if not colon:
+        host, port_text = rest, ""
+    host = host.strip("[]")  # an IPv6 address is written [::1]:8786
+    if not host:
+        raise MbdgenError(f"{where}: no host; write HOST:PORT, e.g. tcp://127.0.0.1:8786")
+    if not colon:
+        raise MbdgenError(f"{where}: no port; write HOST:PORT (a `dask scheduler` listens on 8786)")
+    port = int(port_text) if port_text.isdigit() else 0
+    if not 1 <= port <= 65535:
+        raise MbdgenError(f"{where}: the port must be a number 1-65535, not {port_text!r}")
+    advice = (
+        "start one with `dask scheduler` (and workers with `dask worker ADDRESS`), or "
+        "leave out --scheduler to run on this machine's cores"
+    )
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except ConnectionRefusedError:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: the connection was refused "
+            f"(nothing listens on port {port} of {host}); {advice}"
+        ) from None
+    except socket.gaierror as exc:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: unknown host {host!r} "
+            f"({exc.strerror}); {advice}"
+        ) from None
+    except TimeoutError:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: no answer within "
+            f"{timeout:g} s (--scheduler-timeout); {advice}"
+        ) from None
+    except OSError as exc:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: {exc.strerror or exc}; {advice}"
+        ) from None
+
+
 @main.command("sweep")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option(
@@ -1416,6 +1474,8 @@ def sweep_cmd(
                 f"the sweep in {output} has outputs ({', '.join(stored_outputs)}): give "
                 "--outputs FILE again to resume it"
             )
+    if scheduler:  # before the compile: a bad address must not wait for it
+        _check_scheduler(scheduler, scheduler_timeout)
     module = compile_model(model, out_dir)
     client = None
     if scheduler:

@@ -1,0 +1,88 @@
+"""A newcomer's mistakes end in one line naming the cause, before anything is
+compiled or run (issue 46, cases 11, 12 and 15).
+
+Each test reproduces the case as the user met it: a CLI call and its error line
+(no traceback, no "internal error"), or the library call and its MbdgenError.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import MODELS
+
+from mbdgen import compiler
+from mbdgen.cli import main
+
+
+def _cli(*args: object) -> tuple[int, str]:
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res.exit_code, res.output
+
+
+def _one_line_error(output: str) -> str:
+    """The error line; fails the test on a traceback or an 'internal error'."""
+    assert "Traceback" not in output and "internal error" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def _free_port() -> int:
+    """A local port that nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """Generating or importing a module fails the test: the check must come first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled before the check")
+
+    monkeypatch.setattr(compiler, "compile", refuse)
+    monkeypatch.setattr(compiler, "generate", refuse)
+
+
+# -- 11: --scheduler ADDRESS -----------------------------------------------------------
+
+SWEEP = ["sweep", MODELS / "pendulum.py", "--t-end", "0.02", "-p", "m=0.5:2:2"]
+
+
+@pytest.mark.parametrize(
+    "address, words",
+    [
+        ("127.0.0.1:notaport", "the port must be a number 1-65535"),
+        ("127.0.0.1:0", "the port must be a number 1-65535"),
+        ("127.0.0.1:70000", "the port must be a number 1-65535"),
+        ("127.0.0.1", "no port"),
+        ("tcp://", "no host"),
+    ],
+)
+def test_a_malformed_scheduler_address_is_named(tmp_path, no_compile, address, words):
+    """Case 11: a bad --scheduler is refused on one line naming it, before the model
+    is compiled (it was `ValueError: invalid literal for int() ... (internal error)`)."""
+    code, output = _cli(*SWEEP, "-o", tmp_path / "s", "--scheduler", address)
+    line = _one_line_error(output)
+    assert code == 1
+    assert f"--scheduler {address!r}" in line and words in line, line
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_refused_scheduler_connection_fails_at_once(tmp_path, no_compile):
+    """Case 11: nobody listening at the address fails at once (it waited the whole
+    --scheduler-timeout, 10 s) with a line that says the connection was refused."""
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    start = time.perf_counter()
+    code, output = _cli(*SWEEP, "-o", tmp_path / "s", "--scheduler", address)
+    elapsed = time.perf_counter() - start
+    line = _one_line_error(output)
+    assert code == 1 and elapsed < 5.0, (elapsed, line)
+    assert "cannot reach the Dask scheduler" in line and address in line, line
+    assert "refused" in line, line
+    assert not (tmp_path / "s").exists()
