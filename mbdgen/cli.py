@@ -431,10 +431,10 @@ def simulate(
 
     from mbdgen.methods import get_method
     from mbdgen.results import PLOT_SUFFIXES, check_destination, settings_text
-    from mbdgen.simulation import ConstraintWarning
+    from mbdgen.simulation import ConstraintWarning, check_tolerances
     from mbdgen.simulation import simulate as run
 
-    get_method(method)
+    check_tolerances(get_method(method), rtol, atol)
     if hold and not assemble:
         raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
     # a destination that cannot be written must fail now, not after the run
@@ -1441,6 +1441,8 @@ def sweep_cmd(
     """Run MODEL once per parameter set (a grid, random samples or a table) on all
     cores, or on a Dask cluster; write one dataset to the --output folder."""
     from mbdgen.compiler import compile as compile_model
+    from mbdgen.methods import get_method
+    from mbdgen.simulation import check_tolerances
     from mbdgen.sweeps import (
         SweepIncomplete,
         SweepInterrupted,
@@ -1474,6 +1476,7 @@ def sweep_cmd(
                 f"the sweep in {output} has outputs ({', '.join(stored_outputs)}): give "
                 "--outputs FILE again to resume it"
             )
+    check_tolerances(get_method(method), rtol, atol)  # before the compile, as simulate's
     if scheduler:  # before the compile: a bad address must not wait for it
         _check_scheduler(scheduler, scheduler_timeout)
     module = compile_model(model, out_dir)

@@ -14,8 +14,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import MODELS
 
-from mbdgen import compiler
+import mbdgen
+from mbdgen import compiler, diagnose, simulation
 from mbdgen.cli import main
+from mbdgen.errors import MbdgenError
+from mbdgen.methods import METHODS
 
 
 def _cli(*args: object) -> tuple[int, str]:
@@ -86,3 +89,60 @@ def test_a_refused_scheduler_connection_fails_at_once(tmp_path, no_compile):
     assert "cannot reach the Dask scheduler" in line and address in line, line
     assert "refused" in line, line
     assert not (tmp_path / "s").exists()
+
+
+# -- 12: tolerances the arithmetic cannot deliver --------------------------------------
+
+ERROR_CONTROLLED = sorted(name for name, spec in METHODS.items() if spec.error_controlled)
+
+
+@pytest.mark.parametrize("method", ERROR_CONTROLLED)
+def test_a_tolerance_below_the_arithmetic_is_refused_up_front(method, monkeypatch):
+    """Case 12: rtol below what float64 can deliver is refused before the model is
+    even resolved, naming the smallest usable rtol, for every error-controlled method."""
+
+    def refuse(model):
+        raise AssertionError("resolved the model before the check")
+
+    monkeypatch.setattr(simulation, "resolve_model", refuse)
+    with pytest.raises(MbdgenError) as info:
+        mbdgen.simulate("unused.py", method=method, h=0.01, t_end=0.1, rtol=1e-300, atol=1e-300)
+    text = str(info.value)
+    assert "rtol = 1e-300" in text and f"{simulation.RTOL_MIN:.2g}" in text, text
+    assert method in text
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["sweep", "-p", "m=1:2:2"]])
+def test_a_tolerance_below_the_arithmetic_on_the_cli(no_compile, command, tmp_path):
+    """Case 12 as met: `radau5 --rtol 1e-300 --atol 1e-300` is one line before the
+    compile, not a run that ends with "tighten rtol and atol"."""
+    output_option = ["-o", tmp_path / "s"] if command[0] == "sweep" else []
+    code, output = _cli(
+        command[0], MODELS / "pendulum.py", *command[1:], *output_option, "--method",
+        "radau5", "--rtol", "1e-300", "--atol", "1e-300", "--t-end", "0.1", "--h", "0.01",
+    )  # fmt: skip
+    line = _one_line_error(output)
+    assert code == 1 and "rtol = 1e-300" in line and "tighten" not in line, line
+
+
+def test_the_smallest_usable_rtol_is_accepted(monkeypatch):
+    """The floor refuses only what cannot work: rtol = RTOL_MIN passes the check."""
+    reached = []
+
+    def stop(model):
+        reached.append(model)
+        raise MbdgenError("past the option checks")
+
+    monkeypatch.setattr(simulation, "resolve_model", stop)
+    with pytest.raises(MbdgenError, match="past the option checks"):
+        mbdgen.simulate("unused.py", method="radau5", h=0.01, t_end=0.1,
+                        rtol=simulation.RTOL_MIN, atol=1e-300)  # fmt: skip
+    assert reached
+
+
+def test_the_step_floor_advice_is_not_to_tighten():
+    """Case 12: an error control that cut the step to its floor without passing is
+    not helped by tighter tolerances; the advice says to loosen them (or h_min)."""
+    remedy = diagnose._remedy("radau", error_controlled=True)
+    assert "tighten" not in remedy and "loosen rtol and atol" in remedy, remedy
+    assert "h_min" in remedy
