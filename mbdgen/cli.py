@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -248,6 +248,24 @@ def _compile(model: str, out_dir: str) -> object:
     return module
 
 
+def _check_parameter_names(model: str, out_dir: str, names: Iterable[str]) -> None:
+    """Refuse an unknown parameter name (-p NAME=...) before a stale model is compiled
+    (seconds to minutes): the model file is loaded alone for its parameters' names,
+    and a typo is answered with the nearest ones.  An up-to-date module is imported in
+    moments and :func:`mbdgen.simulate` checks the names before it builds anything."""
+    names = list(names)
+    if not names or not Path(model).is_file():
+        return
+    from mbdgen.compiler import generated_path, stale_reason
+    from mbdgen.inputs import check_names
+    from mbdgen.model.loader import load_model
+
+    if stale_reason(model, generated_path(model, out_dir)) is None:
+        return
+    loaded = load_model(model)
+    check_names(loaded.name, names, [s.name for s in loaded.parameter_symbols])
+
+
 #: Seconds of silence after which a command says that it is compiling.
 SLOW_NOTICE_S = 2.0
 
@@ -442,6 +460,7 @@ def simulate(
         check_destination(output)
     if plot_path:
         check_destination(plot_path, PLOT_SUFFIXES)
+    _check_parameter_names(model, out_dir, _parse_params(params))
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -1479,6 +1498,10 @@ def sweep_cmd(
     check_tolerances(get_method(method), rtol, atol)  # before the compile, as simulate's
     if scheduler:  # before the compile: a bad address must not wait for it
         _check_scheduler(scheduler, scheduler_timeout)
+    if plan is not None:  # its parameter columns; q0./qd0./x0. ones after the compile
+        _check_parameter_names(
+            model, out_dir, [c for c in plan.columns if "." not in c and c != "run"]
+        )
     module = compile_model(model, out_dir)
     client = None
     if scheduler:

@@ -755,6 +755,8 @@ def simulate(
         raise MbdgenError("output_every must be at least 1")
 
     module = resolve_model(model)
+    # the names first: a misspelled one must not wait for kernels to be specialized
+    p = parameter_vector(module, params, x0)
     check_states_supported(module, spec)
     kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
@@ -768,7 +770,6 @@ def simulate(
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
-    p = parameter_vector(module, params, x0)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:

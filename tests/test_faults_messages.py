@@ -7,18 +7,22 @@ Each test reproduces the case as the user met it: a CLI call and its error line
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS
+from conftest import GENERATED, MODELS
 
 import mbdgen
 from mbdgen import compiler, diagnose, simulation
 from mbdgen.cli import main
+from mbdgen.compiler import import_generated
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import METHODS
+
+TSDA = MODELS / "slider_crank_tsda.py"
 
 
 def _cli(*args: object) -> tuple[int, str]:
@@ -146,3 +150,82 @@ def test_the_step_floor_advice_is_not_to_tighten():
     remedy = diagnose._remedy("radau", error_controlled=True)
     assert "tighten" not in remedy and "loosen rtol and atol" in remedy, remedy
     assert "h_min" in remedy
+
+
+# -- 15: parameter names checked before compiling ----------------------------------------
+
+
+def test_a_misspelled_parameter_suggests_the_nearest():
+    """Case 15: an unknown parameter names the nearest ones instead of all 21."""
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
+    with pytest.raises(MbdgenError) as info:
+        mbdgen.simulate(module, params={"sprng_k": 100.0}, t_end=0.01)
+    text = str(info.value)
+    assert "'sprng_k'" in text and "did you mean spring_k?" in text, text
+    assert "crank_m" not in text, text
+
+
+def test_a_parameter_with_nothing_close_lists_them_all():
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
+    with pytest.raises(MbdgenError) as info:
+        mbdgen.simulate(module, params={"zzz": 1.0}, t_end=0.01)
+    text = str(info.value)
+    assert "did you mean" not in text and all(n in text for n in module.PARAMETER_NAMES)
+
+
+def test_an_unknown_parameter_is_refused_before_the_integrator_is_built(monkeypatch):
+    """Case 15: simulate() checks the names before it picks, specializes or JITs
+    anything (the message came after the JIT, 36 s)."""
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built kernels before the check")
+
+    monkeypatch.setattr(simulation, "evaluation_kernel", refuse)
+    with pytest.raises(MbdgenError, match="did you mean spring_k"):
+        mbdgen.simulate(module, params={"sprng_k": 100.0}, t_end=0.01)
+
+
+@pytest.fixture
+def stale_tsda(tmp_path, monkeypatch):
+    """The slider-crank model copied where its module is not generated yet, and
+    generating it fails the test."""
+    model = tmp_path / TSDA.name
+    shutil.copy(TSDA, model)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("generated the module before the check")
+
+    monkeypatch.setattr(compiler, "generate", refuse)
+    return model
+
+
+def test_an_unknown_parameter_on_the_cli_before_the_compile(stale_tsda, tmp_path):
+    """Case 15 as met: `simulate MODEL -p sprng_k=100` is one line before the model is
+    compiled, with the nearest name."""
+    code, output = _cli(
+        "simulate", stale_tsda, "--out-dir", tmp_path / "gen", "--t-end", "0.01",
+        "-p", "sprng_k=100",
+    )  # fmt: skip
+    line = _one_line_error(output)
+    assert code == 1 and "did you mean spring_k?" in line and "crank_m" not in line, line
+
+
+def test_an_unknown_sweep_parameter_before_the_compile(stale_tsda, tmp_path):
+    """Case 15 for sweeps: a misspelled -p NAME of `mbdgen sweep` the same way."""
+    code, output = _cli(
+        "sweep", stale_tsda, "--out-dir", tmp_path / "gen", "--t-end", "0.01",
+        "-p", "sprng_k=50:100:2", "-o", tmp_path / "s",
+    )  # fmt: skip
+    line = _one_line_error(output)
+    assert code == 1 and "did you mean spring_k?" in line and "crank_m" not in line, line
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_unknown_sweep_column_suggests_the_nearest():
+    """Case 15: sweep() itself (a table's column) names the nearest parameter."""
+    from mbdgen.sweeps import sweep
+
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
+    with pytest.raises(MbdgenError, match="did you mean spring_k"):
+        sweep(module, {"sprng_k": [1.0, 2.0]}, t_end=0.01)
