@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -248,6 +248,24 @@ def _compile(model: str, out_dir: str) -> object:
     return module
 
 
+def _check_parameter_names(model: str, out_dir: str, names: Iterable[str]) -> None:
+    """Refuse an unknown parameter name (-p NAME=...) before a stale model is compiled
+    (seconds to minutes): the model file is loaded alone for its parameters' names,
+    and a typo is answered with the nearest ones.  An up-to-date module is imported in
+    moments and :func:`mbdgen.simulate` checks the names before it builds anything."""
+    names = list(names)
+    if not names or not Path(model).is_file():
+        return
+    from mbdgen.compiler import generated_path, stale_reason
+    from mbdgen.inputs import check_names
+    from mbdgen.model.loader import load_model
+
+    if stale_reason(model, generated_path(model, out_dir)) is None:
+        return
+    loaded = load_model(model)
+    check_names(loaded.name, names, [s.name for s in loaded.parameter_symbols])
+
+
 #: Seconds of silence after which a command says that it is compiling.
 SLOW_NOTICE_S = 2.0
 
@@ -431,10 +449,10 @@ def simulate(
 
     from mbdgen.methods import get_method
     from mbdgen.results import PLOT_SUFFIXES, check_destination, settings_text
-    from mbdgen.simulation import ConstraintWarning
+    from mbdgen.simulation import ConstraintWarning, check_tolerances
     from mbdgen.simulation import simulate as run
 
-    get_method(method)
+    check_tolerances(get_method(method), rtol, atol)
     if hold and not assemble:
         raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
     # a destination that cannot be written must fail now, not after the run
@@ -442,6 +460,7 @@ def simulate(
         check_destination(output)
     if plot_path:
         check_destination(plot_path, PLOT_SUFFIXES)
+    _check_parameter_names(model, out_dir, _parse_params(params))
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -1253,6 +1272,64 @@ def entry() -> None:
 # --------------------------------------------------------------------------------------
 
 
+#: Dask schemes that run over TCP, whose port the CLI probes before it connects.
+_TCP_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+
+def _check_scheduler(address: str, timeout: float) -> None:
+    """Refuse a --scheduler ADDRESS that is malformed or where nothing listens, on one
+    line and at once: Dask's own parsing raises a bare ValueError, and its connect
+    retries a refused port until the whole timeout has passed.  Only the host the user
+    named is contacted, once, by a plain TCP connect (closed straight away); an address
+    of another transport (inproc://, ucx://) is left to Dask."""
+    import socket
+
+    scheme, sep, rest = address.rpartition("://")
+    scheme = scheme.lower() if sep else "tcp"
+    if scheme not in _TCP_SCHEMES:
+        return
+    where = f"--scheduler {address!r}"
+    if not timeout > 0.0:
+        raise MbdgenError(f"--scheduler-timeout must be positive, got {timeout:g}")
+    host, colon, port_text = rest.rpartition(":")
+    if not colon:
+        host, port_text = rest, ""
+    host = host.strip("[]")  # an IPv6 address is written [::1]:8786
+    if not host:
+        raise MbdgenError(f"{where}: no host; write HOST:PORT, e.g. tcp://127.0.0.1:8786")
+    if not colon:
+        raise MbdgenError(f"{where}: no port; write HOST:PORT (a `dask scheduler` listens on 8786)")
+    port = int(port_text) if port_text.isdigit() else 0
+    if not 1 <= port <= 65535:
+        raise MbdgenError(f"{where}: the port must be a number 1-65535, not {port_text!r}")
+    advice = (
+        "start one with `dask scheduler` (and workers with `dask worker ADDRESS`), or "
+        "leave out --scheduler to run on this machine's cores"
+    )
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except ConnectionRefusedError:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: the connection was refused "
+            f"(nothing listens on port {port} of {host}); {advice}"
+        ) from None
+    except socket.gaierror as exc:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: unknown host {host!r} "
+            f"({exc.strerror}); {advice}"
+        ) from None
+    except TimeoutError:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: no answer within "
+            f"{timeout:g} s (--scheduler-timeout); {advice}"
+        ) from None
+    except OSError as exc:
+        raise MbdgenError(
+            f"cannot reach the Dask scheduler at {address}: {exc.strerror or exc}; {advice}"
+        ) from None
+
+
 @main.command("sweep")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option(
@@ -1383,6 +1460,8 @@ def sweep_cmd(
     """Run MODEL once per parameter set (a grid, random samples or a table) on all
     cores, or on a Dask cluster; write one dataset to the --output folder."""
     from mbdgen.compiler import compile as compile_model
+    from mbdgen.methods import get_method
+    from mbdgen.simulation import check_tolerances
     from mbdgen.sweeps import (
         SweepIncomplete,
         SweepInterrupted,
@@ -1416,6 +1495,13 @@ def sweep_cmd(
                 f"the sweep in {output} has outputs ({', '.join(stored_outputs)}): give "
                 "--outputs FILE again to resume it"
             )
+    check_tolerances(get_method(method), rtol, atol)  # before the compile, as simulate's
+    if scheduler:  # before the compile: a bad address must not wait for it
+        _check_scheduler(scheduler, scheduler_timeout)
+    if plan is not None:  # its parameter columns; q0./qd0./x0. ones after the compile
+        _check_parameter_names(
+            model, out_dir, [c for c in plan.columns if "." not in c and c != "run"]
+        )
     module = compile_model(model, out_dir)
     client = None
     if scheduler:

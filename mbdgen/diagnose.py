@@ -66,17 +66,22 @@ SMALLER_STEP_INDEX3 = (
     "use a smaller step h, or the error-controlled form (--method hht_adaptive or "
     "genalpha_adaptive)"
 )
-#: The same where the error control chose the step: it was cut to its floor already.
-TIGHTER_TOLERANCE = (
-    "the error control cut the step to its floor without passing: tighten rtol and atol "
-    "(smaller steps before this point), lower h_min, or check the model near this time"
+#: The same where the error control chose the step: it was cut to its floor already,
+#: so a smaller step is no remedy, nor tighter tolerances (they ask for more steps
+#: that cannot pass).  A step that fails at its floor is a tolerance the arithmetic
+#: cannot meet at this state (loosen it), a floor h_min set too high, or a
+#: singularity of the model there.
+STEP_FLOOR = (
+    "the error control cut the step to its floor without passing: loosen rtol and atol "
+    "(they may ask for more than the arithmetic delivers at this state), lower h_min, "
+    "or check the model near this time"
 )
 
 
 def _remedy(family: str, error_controlled: bool) -> str:
     """What to change when the step was too large for the motion."""
     if error_controlled:
-        return TIGHTER_TOLERANCE
+        return STEP_FLOOR
     return SMALLER_STEP_INDEX3 if family in ("hht", "genalpha") else SMALLER_STEP
 
 

@@ -55,6 +55,14 @@ PHI_TOL = 1e-3
 #: Default bound on the energy balance |T + V − E0 − ∫P dt| relative to the energy
 #: the run exchanges (``energy_tol=`` / ``--energy-tol``).
 ENERGY_TOL = 1e-3
+#: Smallest rtol an error-controlled method accepts: 100 ε of float64 (≈ 2.2e-14).
+#: A step's error estimate is the difference of two solutions that each carry the
+#: rounding of a few dozen operations on |y| (≈ 10 ε |y| each for the stages, the
+#: Newton corrections, the sum); below a hundred ε the estimate is that noise, the
+#: step is rejected however small it is, and the control cuts it to its floor.
+#: Hairer's RADAU5 and DOP853 refuse rtol ≤ 10 ε for the same reason; the factor 10
+#: more keeps the estimate an order above the noise.
+RTOL_MIN = 100.0 * float(np.finfo(np.float64).eps)
 #: Largest share of the machine's memory the output arrays may take.
 MEMORY_SHARE = 0.5
 #: simulate()'s keywords that are one family's option → (what it is, its method).
@@ -93,6 +101,20 @@ def _positive(name: str, value: float) -> float:
     if not (value > 0.0 and math.isfinite(value)):
         raise MbdgenError(f"{name} must be positive and finite, got {value}")
     return value
+
+
+def check_tolerances(spec: Method, rtol: float, atol: float) -> tuple[float, float]:
+    """``rtol``, ``atol`` as floats, refused unless positive and finite and, for an
+    error-controlled method, rtol ≥ :data:`RTOL_MIN` (the CLI calls it before it
+    compiles; :func:`simulate` for every caller)."""
+    rtol, atol = _positive("rtol", rtol), _positive("atol", atol)
+    if spec.error_controlled and rtol < RTOL_MIN:
+        raise MbdgenError(
+            f"rtol = {rtol:g} is below what float64 arithmetic can deliver for method "
+            f"{spec.name!r}: the error estimate would be rounding noise; use rtol ≥ "
+            f"{RTOL_MIN:.2g} (100 ε)"
+        )
+    return rtol, atol
 
 
 #: Reactions are stored only up to this many numbers (N × R × 12); beyond, call
@@ -717,7 +739,7 @@ def simulate(
         if not (math.isfinite(float(value)) and float(value) >= 0.0):
             raise MbdgenError(f"Baumgarte {name} must be a finite number ≥ 0, got {value}")
     h = _positive("step size h", h)
-    rtol, atol = _positive("rtol", rtol), _positive("atol", atol)
+    rtol, atol = check_tolerances(spec, rtol, atol)
     newton_tol, phi_tol = _positive("newton_tol", newton_tol), _positive("phi_tol", phi_tol)
     energy_tol = _positive("energy_tol", energy_tol)
     t0 = float(t0)
@@ -733,6 +755,8 @@ def simulate(
         raise MbdgenError("output_every must be at least 1")
 
     module = resolve_model(model)
+    # the names first: a misspelled one must not wait for kernels to be specialized
+    p = parameter_vector(module, params, x0)
     check_states_supported(module, spec)
     kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
@@ -746,7 +770,6 @@ def simulate(
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
-    p = parameter_vector(module, params, x0)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:

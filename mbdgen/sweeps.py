@@ -58,6 +58,7 @@ import numpy as np
 
 from mbdgen import __version__
 from mbdgen.errors import MbdgenError, SimulationError
+from mbdgen.inputs import nearest_names
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -264,6 +265,13 @@ def _check_columns(module: ModuleType, columns: Iterable[str]) -> None:
         prefix, _, rest = c.partition(".")
         known = {"q0": coords, "qd0": coords, "x0": states}.get(prefix) if rest else params
         if known is None or (rest or c) not in known:
+            close = nearest_names(rest, known) if rest and known else nearest_names(c, params)
+            if close:
+                named = [f"{prefix}.{n}" if rest and known else n for n in close]
+                raise MbdgenError(
+                    f"sweep column {c!r} names nothing in model {module.MODEL_NAME!r}; did "
+                    f"you mean {' or '.join(named)}?"
+                )
             raise MbdgenError(
                 f"sweep column {c!r} names nothing in model {module.MODEL_NAME!r}: use a "
                 f"parameter ({', '.join(params) or 'none'}), q0.NAME or qd0.NAME for a "

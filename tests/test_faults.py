@@ -687,7 +687,7 @@ def test_a_state_far_off_the_constraints_is_a_blow_up_not_a_dead_point():
 def test_the_remedy_fits_the_method():
     """A step too large is remedied by a smaller one (or error control) at a fixed step;
     an index-3 method is pointed at its own error-controlled form; a method that chose
-    its steps already had a smaller one: its remedy is a tighter tolerance or h_min."""
+    its steps already had a smaller one: its remedy is looser tolerances or a lower h_min."""
     from mbdgen.diagnose import _remedy
 
     assert "vabm" in _remedy("fixed", False) and "smaller step h" in _remedy("fixed", False)
