@@ -774,6 +774,12 @@ def simulate(
         )
         if strict:
             raise MbdgenError(warned[-1])
+        # said now, before the first step: a long run would keep it to its end, and
+        # one that fails would not say it at all (it stays in info["warnings"])
+        warnings.warn(warned[-1], ConstraintWarning, stacklevel=2)
+        said = len(warned)
+    else:
+        said = 0
     projected = None
     if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
         x, projected = _consistent_start(module, t0, x, params, newton_tol, residuals0)
@@ -922,7 +928,7 @@ def simulate(
     result.info["message"] = message
     if reason:
         raise SimulationError(message, result, reason)
-    for text in warned:
+    for text in warned[said:]:
         warnings.warn(text, ConstraintWarning, stacklevel=2)
     if strict and warned:
         raise SimulationError("; ".join(warned), result, "check")
@@ -981,6 +987,29 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
     ]
 
 
+def _drift_remedy(info: Mapping[str, Any]) -> str:
+    """What an Adams or Runge–Kutta run can change when Φ drifts: what its constraint
+    handling (``info["constraints"]``, ``alpha``, ``beta``) did not yet use."""
+    handling = info.get("constraints")
+    gains = f"alpha = {info.get('alpha', 0.0):g}, beta = {info.get('beta', 0.0):g}"
+    if handling == "baumgarte":
+        return (
+            f"Baumgarte stabilization ({gains}) did not hold Φ: use larger gains, "
+            "constraints='gcp' or 'hybrid', or a smaller step"
+        )
+    if handling == "hybrid":
+        return (
+            f"the hybrid algorithm ({gains}) corrects Φ when ‖Φ‖∞ > newton_tol: use a "
+            "smaller newton_tol or step, or constraints='gcp'"
+        )
+    if handling == "gcp":
+        return "GCP solves Φ = 0 up to newton_tol: use a smaller newton_tol or step"
+    return (
+        "use Baumgarte stabilization (alpha, beta), constraints='gcp' or 'hybrid', "
+        "or a smaller step"
+    )
+
+
 def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
     """Warnings for a finished run whose ‖Φ‖₂ exceeds ``phi_tol`` somewhere."""
     if not len(result) or not result.phi_norm.size:
@@ -1027,9 +1056,13 @@ def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
             "newton_tol or step"
         )
     else:
+        remedy = _drift_remedy(result.info)
+    start = float(phi[0])
+    if start > phi_tol:
+        # the start itself violates Φ: no gain or step repairs q0 (the run warned of it)
         remedy = (
-            "use Baumgarte stabilization (alpha, beta), constraints='gcp' or 'hybrid', "
-            "or a smaller step"
+            f"the run started from ‖Φ(q0)‖ = {start:.3g}: make q0 consistent with "
+            f"assemble=True (--assemble); else {remedy}"
         )
     return [
         f"the result violates its constraints: ‖Φ‖ reached {phi[worst]:.3g} at "
