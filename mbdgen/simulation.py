@@ -778,8 +778,12 @@ def simulate(
         # one that fails would not say it at all (it stays in info["warnings"])
         warnings.warn(warned[-1], ConstraintWarning, stacklevel=2)
         said = len(warned)
+        start_note = (
+            f"q0 violates the constraints: ‖Φ(q0)‖ = {phi0_norm:.3g} > phi_tol = {phi_tol:g} "
+            f"({_violated_rows(module, phi0, phi_tol)})"
+        )
     else:
-        said = 0
+        said, start_note = 0, ""
     projected = None
     if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
         x, projected = _consistent_start(module, t0, x, params, newton_tol, residuals0)
@@ -912,6 +916,13 @@ def simulate(
                 )
             if status == STEP_SIZE_STALL:
                 cause = f"{cause}. {loop.stall}"
+            if start_note and spec.enforces_constraints and projected is None:
+                # the first step jumps onto Φ = 0: q̈ ~ Φ(q0)/h², and a smaller h is worse
+                cause = (
+                    f"{start_note}, which a method that enforces Φ = 0 closes in its first "
+                    "step by a jump of q (its accelerations grow as 1/h²): make q0 consistent "
+                    f"with assemble=True (--assemble); the step itself reported: {cause}"
+                )
             message = f"stopped {where}: {cause}"
         else:
             reason, message = "", MESSAGES[OK]
@@ -985,6 +996,27 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
         f"t = {result.t[worst]:.6g}, {abs(balance[worst]) / scale:.3g} of the energy the "
         f"run exchanges ({scale:.3g}; energy_tol = {energy_tol:g}); {remedy}"
     ]
+
+
+def _violated_rows(module: ModuleType, phi: np.ndarray, phi_tol: float, most: int = 6) -> str:
+    """'rows A0[0], A0[1] (joint A0)': the rows of Φ(q0) above ``phi_tol``, worst first
+    (at most ``most`` named), and the joints they belong to where the rows are a joint's
+    (``name[i]``, not the generic ``phi[i]``)."""
+    labels = tuple(getattr(module, "CONSTRAINT_NAMES", ()) or ()) or tuple(
+        f"phi[{i}]" for i in range(len(phi))
+    )
+    size = np.abs(np.nan_to_num(phi, nan=np.inf))
+    order = [int(i) for i in np.argsort(-size, kind="stable") if size[i] > phi_tol]
+    if not order:  # ‖Φ‖₂ above phi_tol with every row below it: the worst row
+        order = [int(np.argmax(size))]
+    named = [labels[i] for i in order[:most]]
+    more = f" and {len(order) - most} more" if len(order) > most else ""
+    text = f"row{'s' if len(order) > 1 else ''} {', '.join(named)}{more}"
+    joints = [name.split("[", 1)[0] for name in named if "[" in name]
+    joints = [j for j in dict.fromkeys(joints) if j != "phi"]
+    if joints:
+        text += f" (joint{'s' if len(joints) > 1 else ''} {', '.join(joints)})"
+    return text
 
 
 def _drift_remedy(info: Mapping[str, Any]) -> str:

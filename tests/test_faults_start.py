@@ -72,3 +72,56 @@ def test_an_inconsistent_start_is_reported_before_the_first_step(pendulum, metho
     said, seen = _said(pendulum, method=method, q0=BAD_Q0, alpha=5.0, beta=5.0)
     assert said[0].startswith("q0 violates the constraints: ‖Φ(q0)‖ = 0.3"), said
     assert seen and seen[0] >= 1, (seen, said)
+
+
+# -- a fixed-step index-3 method from an inconsistent start --------------------------
+
+
+def _cli(*args: object) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from mbdgen.cli import main
+
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize("method", ["hht", "genalpha"])
+def test_index3_fixed_step_from_an_inconsistent_start_names_the_rows(method):
+    """Item 4: IFToMM A02's four-bar with crank0_x, crank0_y moved by 0.3, −0.2
+    (‖Φ(q0)‖ = 0.51 on joints A0 and B0_1) stopped with 'the matrix of the step became
+    numerically singular …; use a smaller step h'.  The first step of an index-3
+    method jumps onto Φ = 0 (a smaller step makes the jump's accelerations larger):
+    the message names the violated rows and --assemble."""
+    from conftest import GENERATED
+
+    from mbdgen.compiler import import_generated
+    from mbdgen.errors import SimulationError
+
+    module = import_generated(GENERATED / "iftomm_a02_four_bar.py")
+    q0 = list(module.Q0)
+    q0[0] += 0.3
+    q0[1] -= 0.2
+    with warnings.catch_warnings(), pytest.raises(SimulationError) as info:
+        warnings.simplefilter("ignore")
+        mbdgen.simulate(module, method, h=1e-2, t_end=0.5, q0=q0)
+    text = str(info.value)
+    assert "q0 violates the constraints: ‖Φ(q0)‖ = 0.51" in text, text
+    assert "rows B0_1[0], A0[0], A0[1], B0_1[1] (joints B0_1, A0)" in text, text
+    assert "--assemble" in text, text
+    assert text.index("--assemble") < text.find("smaller step"), text
+    assert info.value.reason == "failed"
+
+
+def test_index3_fixed_step_from_an_inconsistent_start_on_the_cli():
+    """The same on the CLI: -p l=0.7 leaves the pendulum's q0 0.3 off its pivot."""
+    from conftest import GENERATED, MODELS
+
+    code, output = _cli(
+        "simulate", MODELS / "pendulum.py", "--out-dir", GENERATED, "--method", "hht",
+        "-p", "l=0.7", "--t-end", "0.5", "--no-progress",
+    )  # fmt: skip
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert code == 1 and len(errors) == 1 and "Traceback" not in output, output
+    assert "‖Φ(q0)‖ = 0.3" in errors[0] and "(row phi[0])" in errors[0], errors
+    assert "--assemble" in errors[0], errors
