@@ -797,6 +797,16 @@ def simulate(
         )
         if strict:
             raise MbdgenError(warned[-1])
+        # said now, before the first step: a long run would keep it to its end, and
+        # one that fails would not say it at all (it stays in info["warnings"])
+        warnings.warn(warned[-1], ConstraintWarning, stacklevel=2)
+        said = len(warned)
+        start_note = (
+            f"q0 violates the constraints: ‖Φ(q0)‖ = {phi0_norm:.3g} > phi_tol = {phi_tol:g} "
+            f"({_violated_rows(module, phi0, phi_tol)})"
+        )
+    else:
+        said, start_note = 0, ""
     projected = None
     if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
         x, projected = _consistent_start(module, t0, x, params, newton_tol, residuals0)
@@ -929,6 +939,13 @@ def simulate(
                 )
             if status == STEP_SIZE_STALL:
                 cause = f"{cause}. {loop.stall}"
+            if start_note and spec.enforces_constraints and projected is None:
+                # the first step jumps onto Φ = 0: q̈ ~ Φ(q0)/h², and a smaller h is worse
+                cause = (
+                    f"{start_note}, which a method that enforces Φ = 0 closes in its first "
+                    "step by a jump of q (its accelerations grow as 1/h²): make q0 consistent "
+                    f"with assemble=True (--assemble); the step itself reported: {cause}"
+                )
             message = f"stopped {where}: {cause}"
         else:
             reason, message = "", MESSAGES[OK]
@@ -945,7 +962,7 @@ def simulate(
     result.info["message"] = message
     if reason:
         raise SimulationError(message, result, reason)
-    for text in warned:
+    for text in warned[said:]:
         warnings.warn(text, ConstraintWarning, stacklevel=2)
     if strict and warned:
         raise SimulationError("; ".join(warned), result, "check")
@@ -1004,6 +1021,50 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
     ]
 
 
+def _violated_rows(module: ModuleType, phi: np.ndarray, phi_tol: float, most: int = 6) -> str:
+    """'rows A0[0], A0[1] (joint A0)': the rows of Φ(q0) above ``phi_tol``, worst first
+    (at most ``most`` named), and the joints they belong to where the rows are a joint's
+    (``name[i]``, not the generic ``phi[i]``)."""
+    labels = tuple(getattr(module, "CONSTRAINT_NAMES", ()) or ()) or tuple(
+        f"phi[{i}]" for i in range(len(phi))
+    )
+    size = np.abs(np.nan_to_num(phi, nan=np.inf))
+    order = [int(i) for i in np.argsort(-size, kind="stable") if size[i] > phi_tol]
+    if not order:  # ‖Φ‖₂ above phi_tol with every row below it: the worst row
+        order = [int(np.argmax(size))]
+    named = [labels[i] for i in order[:most]]
+    more = f" and {len(order) - most} more" if len(order) > most else ""
+    text = f"row{'s' if len(order) > 1 else ''} {', '.join(named)}{more}"
+    joints = [name.split("[", 1)[0] for name in named if "[" in name]
+    joints = [j for j in dict.fromkeys(joints) if j != "phi"]
+    if joints:
+        text += f" (joint{'s' if len(joints) > 1 else ''} {', '.join(joints)})"
+    return text
+
+
+def _drift_remedy(info: Mapping[str, Any]) -> str:
+    """What an Adams or Runge–Kutta run can change when Φ drifts: what its constraint
+    handling (``info["constraints"]``, ``alpha``, ``beta``) did not yet use."""
+    handling = info.get("constraints")
+    gains = f"alpha = {info.get('alpha', 0.0):g}, beta = {info.get('beta', 0.0):g}"
+    if handling == "baumgarte":
+        return (
+            f"Baumgarte stabilization ({gains}) did not hold Φ: use larger gains, "
+            "constraints='gcp' or 'hybrid', or a smaller step"
+        )
+    if handling == "hybrid":
+        return (
+            f"the hybrid algorithm ({gains}) corrects Φ when ‖Φ‖∞ > newton_tol: use a "
+            "smaller newton_tol or step, or constraints='gcp'"
+        )
+    if handling == "gcp":
+        return "GCP solves Φ = 0 up to newton_tol: use a smaller newton_tol or step"
+    return (
+        "use Baumgarte stabilization (alpha, beta), constraints='gcp' or 'hybrid', "
+        "or a smaller step"
+    )
+
+
 def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
     """Warnings for a finished run whose ‖Φ‖₂ exceeds ``phi_tol`` somewhere."""
     if not len(result) or not result.phi_norm.size:
@@ -1050,9 +1111,13 @@ def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
             "newton_tol or step"
         )
     else:
+        remedy = _drift_remedy(result.info)
+    start = float(phi[0])
+    if start > phi_tol:
+        # the start itself violates Φ: no gain or step repairs q0 (the run warned of it)
         remedy = (
-            "use Baumgarte stabilization (alpha, beta), constraints='gcp' or 'hybrid', "
-            "or a smaller step"
+            f"the run started from ‖Φ(q0)‖ = {start:.3g}: make q0 consistent with "
+            f"assemble=True (--assemble); else {remedy}"
         )
     return [
         f"the result violates its constraints: ‖Φ‖ reached {phi[worst]:.3g} at "
