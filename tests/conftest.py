@@ -197,6 +197,25 @@ def rheonomic():
     return compile_model(TEST_MODELS / "rheonomic.py", TEST_GENERATED)
 
 
+def cli(*args: object) -> tuple[int, str]:
+    """``mbdgen ARGS`` in this process (click's runner): (exit code, output)."""
+    from click.testing import CliRunner
+
+    from mbdgen.cli import main
+
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res.exit_code, res.output
+
+
+def one_line_error(output: str, *, only: bool = False) -> str:
+    """The CLI's first error line (``only``: its one error line); fails the test on a
+    traceback or an 'internal error'."""
+    assert "Traceback" not in output and "internal error" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 if only else errors, output
+    return errors[0]
+
+
 def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
     """Run ``code`` in a fresh interpreter; return stdout, fail the test on error."""
     full_env = dict(os.environ)

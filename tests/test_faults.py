@@ -25,12 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from conftest import GENERATED, MODELS, ROOT
+from conftest import GENERATED, MODELS, ROOT, cli, one_line_error
 
 import mbdgen
 from mbdgen import simulation
-from mbdgen.cli import main
 from mbdgen.compiler import import_generated
 from mbdgen.errors import MbdgenError, OutputError, ResultFileError, SimulationError
 from mbdgen.runtime import postprocess
@@ -40,17 +38,8 @@ MBDGEN = [sys.executable, "-m", "mbdgen.cli"]
 PENDULUM = MODELS / "pendulum.py"
 
 
-def _cli(*args: object) -> tuple[int, str]:
-    res = CliRunner().invoke(main, [str(a) for a in args])
-    return res.exit_code, res.output
-
-
-def _one_line_error(output: str) -> str:
-    """The error line; fails the test on a traceback or an 'internal error'."""
-    assert "Traceback" not in output and "internal error" not in output, output
-    errors = [line for line in output.splitlines() if line.startswith("error: ")]
-    assert errors, output
-    return errors[0]
+_cli = cli
+_one_line_error = one_line_error
 
 
 def _model(folder: Path, name: str, body: str) -> Path:

@@ -12,12 +12,10 @@ import socket
 import time
 
 import pytest
-from click.testing import CliRunner
-from conftest import GENERATED, MODELS
+from conftest import GENERATED, MODELS, cli, one_line_error
 
 import mbdgen
 from mbdgen import compiler, diagnose, simulation
-from mbdgen.cli import main
 from mbdgen.compiler import import_generated
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import METHODS
@@ -25,17 +23,11 @@ from mbdgen.methods import METHODS
 TSDA = MODELS / "slider_crank_tsda.py"
 
 
-def _cli(*args: object) -> tuple[int, str]:
-    res = CliRunner().invoke(main, [str(a) for a in args])
-    return res.exit_code, res.output
+_cli = cli
 
 
 def _one_line_error(output: str) -> str:
-    """The error line; fails the test on a traceback or an 'internal error'."""
-    assert "Traceback" not in output and "internal error" not in output, output
-    errors = [line for line in output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, output
-    return errors[0]
+    return one_line_error(output, only=True)
 
 
 def _free_port() -> int:

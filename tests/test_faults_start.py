@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from conftest import cli
 
 import mbdgen
 from mbdgen.simulation import ConstraintWarning
@@ -77,13 +78,7 @@ def test_an_inconsistent_start_is_reported_before_the_first_step(pendulum, metho
 # -- a fixed-step index-3 method from an inconsistent start --------------------------
 
 
-def _cli(*args: object) -> tuple[int, str]:
-    from click.testing import CliRunner
-
-    from mbdgen.cli import main
-
-    res = CliRunner().invoke(main, [str(a) for a in args])
-    return res.exit_code, res.output
+_cli = cli
 
 
 @pytest.mark.parametrize("method", ["hht", "genalpha"])
