@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ecbab36b8ef45c5b"
+COMPILER_HASH = "a248ef444cb1dfe4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "efca93d1c4d403b15c0267722898eabffc3628b324ff100a3dab7eaea67ea3ea"
+BODY_HASH = "36ffe7cd5a519bd27c30c28de3175de2dd13243365a082d82723142b1f2dd1d6"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

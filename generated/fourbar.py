@@ -31,10 +31,10 @@ SOURCE_FILE = "fourbar.py"
 SOURCE_HASH = "3cdb37cc95878e70b55d07149d01bdb5b04bb839cebfd61d00259e710bbc2278"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ecbab36b8ef45c5b"
+COMPILER_HASH = "a248ef444cb1dfe4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6fb66a931fdf2adf01cfd94e23657950fd42c9f112ddd12eb7b24081bda49310"
+BODY_HASH = "f1c18a0e6c333d94cd69c1eb50ccf36ed1826ed450d0ec4feee05702c273332a"
 
 MODEL_NAME = "fourbar"
 DESCRIPTION = "crank-driven four-bar linkage in planar body coordinates (Haug 1989 §5.1)"

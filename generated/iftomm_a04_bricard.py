@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ecbab36b8ef45c5b"
+COMPILER_HASH = "a248ef444cb1dfe4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "6883a0f861fc8bd47217cf9e45b9830e4619927eac57a5c56586a8a256e6dddc"
+BODY_HASH = "c9d1c5721a1689ec9a674af2e63d261123057f85656536e65abf0253a2f72a0e"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

@@ -27,10 +27,10 @@ SOURCE_FILE = "pendulum.py"
 SOURCE_HASH = "f985fe5b6e66108b2cfc9f47999c6fa9eca2570a1de2476411d0409ff4d25fb4"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ecbab36b8ef45c5b"
+COMPILER_HASH = "a248ef444cb1dfe4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "4b653f3e8da6760fa8b8da52c3c5481c73aa67800fdb741debf07b171f869e28"
+BODY_HASH = "9988b0fa076743e54a749a1a9602d6b372c73d626bf08dc96bd044fd6580dc56"
 
 MODEL_NAME = "pendulum"
 DESCRIPTION = "Simple pendulum, Haug 1989 Example 7.2.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "ecbab36b8ef45c5b"
+COMPILER_HASH = "a248ef444cb1dfe4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "ddbd0f81a4e3799a3bf94aeb62b79010332fbaf1f57123f5690300948e1e82ca"
+BODY_HASH = "31cb17fdb8d533dbd18e9766f1fef27dd31a4a812421d0f396ac611799305ef1"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"

@@ -52,6 +52,17 @@ class KernelPrinter(PythonCodePrinter):
         name = self._names.get(expr)
         return name if name is not None else super()._print_Symbol(expr)
 
+    def _print_Pow(self, expr: sp.Pow, rational: bool = False) -> str:
+        """x**(-k), k ≥ 2 an integer, as (1/x**k): Numba's integer power raises
+        ZeroDivisionError at x = 0 whatever the error model, where 1/x**k is inf under
+        NumPy's (:data:`JIT`) — the same bits elsewhere.  A raise inside a kernel that a
+        shared entry point calls through its C wrapper cannot propagate: Numba prints
+        it and the kernel's output is left unwritten (issue 45, item 4)."""
+        exp = expr.exp
+        if exp.is_Integer and exp < -1:  # (x**(-1) prints as 1/x already)
+            return f"(1/{self._print(sp.Pow(expr.base, -exp, evaluate=False))})"
+        return super()._print_Pow(expr, rational=rational)
+
 
 #: Decorator of every generated kernel.  NumPy's error model makes kernels follow
 #: IEEE arithmetic (1/0 is inf, 0/0 is NaN) instead of raising ZeroDivisionError,
