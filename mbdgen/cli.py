@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -1276,6 +1276,23 @@ def entry() -> None:
 _TCP_SCHEMES = ("tcp", "tls", "ws", "wss")
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show each warning as it comes as one line, ``warning: MESSAGE`` (mbdgen's own,
+    e.g. a damaged batch file run again) or ``warning (Category): MESSAGE``, instead of
+    Python's two lines with a file name and source line."""
+    import warnings
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        own = category.__module__.startswith("mbdgen")
+        kind = "" if own else f" ({category.__name__})"
+        click.echo(f"warning{kind}: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def _check_scheduler(address: str, timeout: float) -> None:
     """Refuse a --scheduler ADDRESS that is malformed or where nothing listens, on one
     line and at once: Dask's own parsing raises a bare ValueError, and its connect
@@ -1557,11 +1574,12 @@ def sweep_cmd(
             if name in stored and name not in options:
                 options[name] = stored[name]
     try:
-        result = sweep(
-            module, plan, path=output, outputs=outputs, trajectories=trajectories,
-            workers=workers, batch_size=batch_size, client=client, resume=resume,
-            progress=callback, **options,
-        )  # fmt: skip
+        with _warnings_as_lines():
+            result = sweep(
+                module, plan, path=output, outputs=outputs, trajectories=trajectories,
+                workers=workers, batch_size=batch_size, client=client, resume=resume,
+                progress=callback, **options,
+            )  # fmt: skip
     except (SweepInterrupted, SweepIncomplete) as exc:
         if bar is not None:
             bar.__exit__(None, None, None)

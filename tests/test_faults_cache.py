@@ -15,7 +15,12 @@ import subprocess
 import sys
 
 import numba
-from conftest import GENERATED, MODELS, ROOT
+import pandas as pd
+import pytest
+from conftest import GENERATED, MODELS, ROOT, cli
+
+import mbdgen
+from mbdgen.errors import MbdgenError
 
 PENDULUM = MODELS / "pendulum.py"
 
@@ -75,3 +80,49 @@ def test_a_damaged_numba_cache_entry_is_compiled_again_and_replaced(tmp_path):
     assert rc == 0 and "warning" not in out and "damaged" not in out, out
     with huge.open("rb") as f:  # a whole index again
         assert pickle.load(f) == numba.__version__ and pickle.load(f)
+
+
+def _zero_the_pages(file) -> None:
+    """Overwrite a parquet file's data pages with zeros, keeping its magic and footer."""
+    data = bytearray(file.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    end = len(data) - 8 - footer
+    data[4:end] = bytes(end - 4)
+    file.write_bytes(bytes(data))
+
+
+def test_a_damaged_sweep_batch_is_run_again_on_resume(tmp_path):
+    """Case 4: a batch file cut short (its footer gone) and one whose data pages are
+    zeros (its footer intact): the folder's table names the file and how to recover,
+    and --resume sets each file aside, says so in one line and runs its runs again, to
+    the table of the undamaged sweep."""
+    out = tmp_path / "sweep"
+    args = ["sweep", PENDULUM, "--out-dir", GENERATED, "--method", "rk4", "--t-end", 0.02]
+    rc, output = cli(*args, "-p", "m=1:2:6", "--batch-size", 2, "--workers", 1, "-o", out)
+    assert rc == 0 and "6 runs (6 finished)" in output, output
+    whole = mbdgen.load_sweep(out).table
+    cut, zeroed = out / "batches" / "batch-000001.parquet", out / "batches" / "batch-000002.parquet"
+    cut.write_bytes(cut.read_bytes()[:100])
+    _zero_the_pages(zeroed)
+
+    with pytest.raises(MbdgenError, match=r"batch-000001\.parquet is damaged .*--resume"):
+        mbdgen.load_sweep(out)
+
+    rc, output = cli(*args, "--resume", "-o", out)
+    assert rc == 0 and "6 runs (6 finished)" in output, output
+    assert "Traceback" not in output and "internal error" not in output, output
+    warned = [line for line in output.splitlines() if line.startswith("warning")]
+    assert len(warned) == 2, output
+    assert warned[0].startswith("warning: batch-000001.parquet was damaged (ArrowInvalid")
+    assert "running the runs it held again" in warned[0]
+    assert warned[1].startswith("warning: batch-000002.parquet was damaged (OSError")
+    assert "running its 2 runs again" in warned[1]
+    assert "kept as batches/damaged-batch-000002.parquet" in warned[1]
+    assert (out / "batches" / "damaged-batch-000001.parquet").is_file()
+    resumed = mbdgen.load_sweep(out).table
+    keep = [c for c in whole.columns if not c.startswith("counter.") or "time" not in c]
+    pd.testing.assert_frame_equal(resumed[keep], whole[keep])
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "runs.parquet")[keep], whole[keep])
+
+    rc, output = cli(*args, "--resume", "-o", out)  # nothing damaged, nothing to run
+    assert rc == 0 and "6 runs (6 finished)" in output and "warning" not in output, output
