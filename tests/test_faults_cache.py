@@ -72,6 +72,7 @@ def test_a_damaged_numba_cache_entry_is_compiled_again_and_replaced(tmp_path):
     assert len(warned) == 3, out
     for damaged in (random_bytes, huge, truncated):
         (line,) = [w for w in warned if str(damaged) in w]
+        assert line.startswith("warning: the compiled-code cache entry "), line
         assert "was damaged" in line and "compiled again" in line, line
     assert "MemoryError" in out and "truncated" in out, out
     assert not list((tmp_path / "numba").rglob("*.tmp.*"))  # replaced by a rename
@@ -80,6 +81,19 @@ def test_a_damaged_numba_cache_entry_is_compiled_again_and_replaced(tmp_path):
     assert rc == 0 and "warning" not in out and "damaged" not in out, out
     with huge.open("rb") as f:  # a whole index again
         assert pickle.load(f) == numba.__version__ and pickle.load(f)
+
+    # another command than simulate says it in one line too (not Python's file:line form)
+    assemble = ("assemble", PENDULUM, "--out-dir", GENERATED)
+    rc, out = _mbdgen_in_process_of_its_own(*assemble, env=env)
+    assert rc == 0, out
+    (phi,) = (tmp_path / "numba").glob("runtime-*/generated_*/pendulum.phi-*.nbc")
+    phi.write_bytes(phi.read_bytes()[:300])
+    rc, out = _mbdgen_in_process_of_its_own(*assemble, env=env)
+    assert rc == 0 and "DamagedCacheWarning" not in out, out
+    assert [line for line in out.splitlines() if "damaged" in line] == [
+        f"warning: the compiled-code cache entry {phi} was damaged (UnpicklingError: pickle "
+        "data was truncated); compiled again and written over it"
+    ], out
 
 
 def _zero_the_pages(file) -> None:
