@@ -9,7 +9,9 @@ machine code.  A user-set ``NUMBA_CACHE_DIR`` is respected as the parent folder.
 
 It also makes the cache safe for processes that write it at the same time (pytest
 workers, a sweep's process or Dask workers on one machine, the background compiles of
-:mod:`mbdgen.specialize`): see :func:`_make_index_safe`.
+:mod:`mbdgen.specialize`): see :func:`_make_index_safe`; and a damaged entry (a disk
+error, a file cut short by a full disk or a killed copy) a miss that is compiled again
+and written over, instead of an error in every later run: see :func:`_make_loads_tolerant`.
 
 This module must run before any ``@njit(cache=True)`` of mbdgen is decorated.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +140,90 @@ def _make_index_safe() -> None:
 
 
 _make_index_safe()
+
+
+# -- a damaged entry is a miss -----------------------------------------------------------
+#
+# Numba reads an index with pickle.load and a data file with pickle.loads and lets any
+# error through: random bytes in an index or a data file cut short ended every run that
+# used the function in "UnpicklingError" or "MemoryError (internal error)", until the
+# user found and deleted the cache folder by hand (issue 46, case 3).
+
+
+class DamagedCacheWarning(UserWarning):
+    """An entry of Numba's cache could not be read; its function is compiled again."""
+
+
+_REPORTED: set[str] = set()
+_REPORTED_LOCK = threading.Lock()
+
+
+def _report_damaged(path: str, exc: BaseException) -> None:
+    """Say once per process and file that ``path`` was damaged and is compiled again."""
+    with _REPORTED_LOCK:
+        if path in _REPORTED:
+            return
+        _REPORTED.add(path)
+    cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    warnings.warn(
+        f"the compiled-code cache entry {path} was damaged ({cause}); "
+        "compiled again and written over it",
+        DamagedCacheWarning,
+        stacklevel=2,
+    )
+
+
+def _make_loads_tolerant() -> None:
+    """Wrap Numba's reads of a cache entry (once per process) so that one that cannot
+    be read is a miss: an index that does not unpickle to a dict is empty (a load
+    compiles the function, and its save, which reads the index too, writes a new index
+    over the damaged one); a data file that does not unpickle, or whose code cannot be
+    rebuilt, is missing (the save writes the new code over that file).  Numba writes
+    both by an atomic rename, so a reader never sees a half-written replacement.
+
+    Caught where the entry is read, not around a run: any exception but an OSError
+    (a file removed under the index, which Numba already treats as a miss) and
+    mbdgen's own errors (a refused folder) means the bytes are not an entry."""
+    index_cls, cache_cls = caching.IndexDataCacheFile, caching.Cache
+    if getattr(index_cls, "_mbdgen_tolerant", False):
+        return
+    load_index, load_data = index_cls._load_index, index_cls._load_data
+    load_overload = cache_cls.load_overload
+
+    def tolerant_load_index(self: Any) -> dict[Any, Any]:
+        try:
+            overloads = load_index(self)
+        except (OSError, MbdgenError):
+            raise
+        except Exception as exc:
+            _report_damaged(self._index_path, exc)
+            return {}
+        if not isinstance(overloads, dict):
+            _report_damaged(self._index_path, TypeError("not an index"))
+            return {}
+        return overloads
+
+    def tolerant_load_data(self: Any, name: str) -> Any:
+        try:
+            return load_data(self, name)
+        except (OSError, MbdgenError):
+            raise
+        except Exception as exc:
+            _report_damaged(self._data_path(name), exc)
+            return None
+
+    def tolerant_load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        try:
+            return load_overload(self, sig, target_context)
+        except (OSError, MbdgenError):
+            raise
+        except Exception as exc:  # a payload that unpickled but is no compiled code
+            _report_damaged(self._cache_file._index_path, exc)
+            return None
+
+    index_cls._load_index, index_cls._load_data = tolerant_load_index, tolerant_load_data
+    cache_cls.load_overload = tolerant_load_overload
+    index_cls._mbdgen_tolerant = True
+
+
+_make_loads_tolerant()

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -102,6 +102,7 @@ def _report_interrupt(exc: BaseException | None) -> int:
 def main(debug: bool) -> None:
     """mbdgen: compile SymPy multibody models to Numba kernels and simulate them."""
     _State.debug = debug
+    click.get_current_context().with_resource(_warnings_as_lines())
 
 
 @main.command("compile")
@@ -538,7 +539,8 @@ def simulate(
     # the run's checks; another library's warning is shown but fails no --strict
     checks = [w for w in caught if issubclass(w.category, ConstraintWarning)]
     for w in caught:
-        kind = "" if w in checks else f" ({w.category.__name__})"
+        own = w in checks or w.category.__module__.startswith("mbdgen")
+        kind = "" if own else f" ({w.category.__name__})"
         click.echo(f"warning{kind}: {w.message}", err=True)
     if output:
         with interrupts.held():  # a Ctrl-C now stops the command once the file is whole
@@ -1274,6 +1276,24 @@ def entry() -> None:
 
 #: Dask schemes that run over TCP, whose port the CLI probes before it connects.
 _TCP_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show each warning as it comes as one line, ``warning: MESSAGE`` (mbdgen's own,
+    e.g. a damaged cache entry or batch file) or ``warning (Category): MESSAGE``,
+    instead of Python's two lines with a file name and source line (every command:
+    :func:`main`; ``simulate`` collects the run's own and shows them after it)."""
+    import warnings
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        own = category.__module__.startswith("mbdgen")
+        kind = "" if own else f" ({category.__name__})"
+        click.echo(f"warning{kind}: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def _check_scheduler(address: str, timeout: float) -> None:

@@ -26,7 +26,10 @@ or a lost worker keeps every finished run and ``resume=True`` runs only the rest
     plan.parquet               the parameter table: column ``run`` and one column per
                                varied quantity (a parameter NAME, ``q0.NAME``,
                                ``qd0.NAME`` or ``x0.NAME``)
-    batches/batch-NNNNNN.parquet   rows of finished runs (see :data:`RECORD_COLUMNS`)
+    batches/batch-NNNNNN.parquet   rows of finished runs (see :data:`RECORD_COLUMNS`);
+                               one that cannot be read is renamed
+                               ``damaged-batch-NNNNNN.parquet`` on resume and its
+                               runs run again
     trajectories/batch-NNNNNN.h5   on request: one HDF5 group ``run-NNNNNNN`` per run
                                with t, q, qd, qdd, lam, phi_norm
     runs.parquet               when every run has a row: the whole table, sorted by run
@@ -90,6 +93,10 @@ class SweepInterrupted(MbdgenError):
     def __init__(self, message: str, done: int, total: int) -> None:
         super().__init__(message)
         self.done, self.total = done, total
+
+
+class DamagedBatchWarning(UserWarning):
+    """A batch file of a resumed sweep could not be read: its runs are run again."""
 
 
 class SweepIncomplete(MbdgenError):
@@ -560,13 +567,81 @@ class _Store:
             frame.to_parquet(fh, index=False)
 
 
-def _read_batches(path: Path) -> pd.DataFrame | None:
+class _DamagedBatch(Exception):
+    """A batch file that is not a table of runs (cut short, overwritten, not parquet)."""
+
+    def __init__(self, file: Path, cause: BaseException) -> None:
+        super().__init__(str(file))
+        self.file = file
+        self.cause = " ".join(f"{type(cause).__name__}: {cause}".split())[:300]
+
+
+def _read_batch(file: Path) -> pd.DataFrame:
+    """One batch file's rows, or :class:`_DamagedBatch` where they cannot be read."""
     import pandas as pd
 
-    files = sorted((path / BATCHES).glob("batch-*.parquet"))
-    if not files:
+    try:
+        frame = pd.read_parquet(file)
+    except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ... : the bytes are no table
+        raise _DamagedBatch(file, exc) from None
+    if "run" not in frame.columns or not pd.api.types.is_integer_dtype(frame["run"]):
+        raise _DamagedBatch(file, ValueError("it has no integer column 'run'"))
+    return frame
+
+
+def _rows_in(file: Path) -> int | None:
+    """The number of rows a damaged batch file's footer states, None if it is gone too."""
+    try:
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(file).num_rows)
+    except Exception:
         return None
-    table = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def _set_aside(damaged: _DamagedBatch, folder: Path) -> None:
+    """Rename a damaged batch file out of the sweep's batches (``damaged-batch-….parquet``,
+    kept for a look) and say once that its runs run again."""
+    file = damaged.file
+    rows = _rows_in(file)
+    kept = file.with_name(f"damaged-{file.name}")
+    try:
+        os.replace(file, kept)
+    except OSError as exc:
+        raise MbdgenError(
+            f"the sweep's {file} is damaged ({damaged.cause}) and cannot be moved aside "
+            f"({exc.strerror or exc}): delete it, then resume to run its runs again"
+        ) from None
+    runs = f"its {rows} runs" if rows is not None else "the runs it held"
+    warnings.warn(
+        f"{file.name} was damaged ({damaged.cause}); running {runs} again "
+        f"(the file is kept as {kept.relative_to(folder)})",
+        DamagedBatchWarning,
+        stacklevel=3,
+    )
+
+
+def _read_batches(path: Path, *, set_aside: bool = False) -> pd.DataFrame | None:
+    """The rows of every batch file of sweep folder ``path`` sorted by run (None if it
+    has none).  A damaged file is an error naming it and the way out; with
+    ``set_aside`` (a resume) it is renamed out of the way instead, so that its runs have
+    no row and run again."""
+    import pandas as pd
+
+    frames = []
+    for file in sorted((path / BATCHES).glob("batch-*.parquet")):
+        try:
+            frames.append(_read_batch(file))
+        except _DamagedBatch as damaged:
+            if not set_aside:
+                raise MbdgenError(
+                    f"the sweep's {file} is damaged ({damaged.cause}): resume the sweep "
+                    f"(mbdgen sweep --resume -o {path}, or resume=True) to run its runs again"
+                ) from None
+            _set_aside(damaged, path)
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True)
     return table.sort_values("run", kind="stable").reset_index(drop=True)
 
 
@@ -716,7 +791,7 @@ def sweep(
                     f"cannot resume the sweep in {folder}: the parameter sets differ from the "
                     "stored plan.parquet (leave them out to resume)"
                 )
-        table = _read_batches(folder)
+        table = _read_batches(folder, set_aside=True)
         if table is not None:
             done_runs = set(table["run"].astype(int).tolist())
     else:
