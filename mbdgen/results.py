@@ -760,6 +760,13 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
 
     try:
         with h5py.File(path, "r") as f:
+            for name in f:  # before anything is read: where do the data come from?
+                outside = _outside(f, name)
+                if outside:
+                    raise ResultFileError(
+                        f"{where} is refused: its dataset {name!r} is {outside}; an mbdgen "
+                        "result keeps all its data inside the file"
+                    )
             names = {k for k, v in f.items() if isinstance(v, h5py.Dataset)}
             if f.attrs.get("format") != HDF5_FORMAT or not set(_REQUIRED) <= names:
                 raise _missing(where, "an HDF5 file", names)
@@ -772,3 +779,30 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
             f"{where} is damaged (truncated or corrupt HDF5 file: {type(exc).__name__}: {exc})"
         ) from None
     return meta, arrays
+
+
+def _outside(f: Any, name: str) -> str | None:
+    """What makes the HDF5 object ``name`` of group ``f`` read data from outside the
+    file (an external or soft link, a virtual dataset, external storage), or None.
+
+    mbdgen writes none of these; a file that has one could make any local file (or
+    one it names but that does not exist) the bytes of a result.
+    """
+    import h5py
+
+    link = f.get(name, getlink=True)
+    if isinstance(link, h5py.ExternalLink):
+        return f"an external link to {link.filename!r}"
+    if isinstance(link, h5py.SoftLink):
+        return f"a soft link to {link.path!r}"
+    if not isinstance(link, h5py.HardLink):
+        return f"a link of an unknown kind ({type(link).__name__})"
+    obj = f[name]
+    if isinstance(obj, h5py.Dataset):
+        if obj.is_virtual:
+            sources = sorted({s.file_name for s in obj.virtual_sources()})
+            return f"a virtual dataset (data from {', '.join(map(repr, sources))})"
+        if obj.external:
+            files = sorted({str(entry[0]) for entry in obj.external})
+            return f"in HDF5 external storage ({', '.join(map(repr, files))})"
+    return None
