@@ -699,18 +699,7 @@ def load(path: str | Path) -> Result:
         raise ResultFileError(
             f"{where} is not an mbdgen result: neither a NumPy .npz archive nor an HDF5 file"
         )
-    if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
-        raise ResultFileError(f"{where} has no valid mbdgen metadata")
-    rows = arrays["t"].shape[0] if arrays["t"].ndim == 1 else -1
-    if any(arrays[k].shape[:1] != (rows,) for k in _REQUIRED if k != "meta"):
-        raise ResultFileError(f"{where} is inconsistent: its arrays differ in length")
-    nd = len(meta.get("state_names", ()))
-    for key in ("states", "state_rates") if nd else ():
-        if key not in arrays or arrays[key].shape != (rows, nd):
-            raise ResultFileError(
-                f"{where} is inconsistent: it names {nd} user state(s) but its {key!r} "
-                "array is missing or of another shape"
-            )
+    _check_contents(where, meta, arrays)
     return Result(
         t=arrays["t"],
         q=arrays["q"],
@@ -730,6 +719,82 @@ def load(path: str | Path) -> Result:
         state_names=tuple(meta.get("state_names", ())),
         **{k: arrays[k] for k in ("states", "state_rates", "step_history") if k in arrays},
     )
+
+
+#: Names in a result's metadata that are lists of strings.
+_NAME_LISTS = ("coordinates", "state_names", "reaction_names", "constraint_names")
+
+
+def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Refuse a file whose metadata are not what :meth:`Result.save` writes, or one of
+    whose arrays is not floating-point or not of the shape its own names give.
+
+    The shapes follow from the file itself: N rows from ``t``, n columns from the
+    coordinates' names, m from the constraints' (when the file names them), nd from
+    the user states', R reaction rows from the reactions'.  Without this, an array of
+    strings or of another shape loads and fails later, inside a plot or an animation.
+    """
+    if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
+        raise ResultFileError(f"{where} has no valid mbdgen metadata")
+    for key in _NAME_LISTS:
+        names = meta.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+            raise ResultFileError(
+                f"{where} has invalid mbdgen metadata: {key!r} is not a list of names"
+            )
+    for key in ("counters", "info"):
+        if not isinstance(meta[key], dict):
+            raise ResultFileError(f"{where} has invalid mbdgen metadata: {key!r} is not a table")
+    for key, value in arrays.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            kind = "strings" if value.dtype.kind in "OSU" else f"{value.dtype} values"
+            raise ResultFileError(
+                f"{where} is inconsistent: its {key!r} array holds {kind}, "
+                "not floating-point numbers"
+            )
+    t = arrays["t"]
+    if t.ndim != 1:
+        raise ResultFileError(
+            f"{where} is inconsistent: its 't' array has shape {t.shape}, not (N,)"
+        )
+    rows = t.shape[0]
+    n = len(meta["coordinates"])
+    m = len(meta.get("constraint_names", ())) or None  # an older file may not name them
+    nd = len(meta.get("state_names", ()))
+    expected: dict[str, tuple[int | None, ...]] = {
+        "q": (rows, n),
+        "qd": (rows, n),
+        "qdd": (rows, n),
+        "lam": (rows, m),
+        "phi_norm": (rows,),
+        "phid_norm": (rows,),
+        "energy": (rows, 2),
+        "power": (rows,),
+        "reactions": (rows, len(meta.get("reaction_names", ())), 12),
+        "states": (rows, nd),
+        "state_rates": (rows, nd),
+        "step_history": (None, len(STEP_HISTORY_COLUMNS)),
+    }
+    for key in ("states", "state_rates") if nd else ():
+        if key not in arrays:
+            raise ResultFileError(
+                f"{where} is inconsistent: it names {nd} user state(s) but has no {key!r} array"
+            )
+    for key, shape in expected.items():
+        value = arrays.get(key)
+        if value is None:
+            continue
+        if value.ndim != len(shape) or any(
+            want is not None and got != want for got, want in zip(value.shape, shape, strict=True)
+        ):
+            unknown = "K" if key == "step_history" else "m"
+            text = "(" + ", ".join(unknown if d is None else str(d) for d in shape)
+            text += ",)" if len(shape) == 1 else ")"
+            raise ResultFileError(
+                f"{where} is inconsistent: its {key!r} array has shape {value.shape}, not "
+                f"{text} ({rows} times of t, {n} coordinate(s), "
+                f"{'?' if m is None else m} constraint row(s), {nd} user state(s))"
+            )
 
 
 def _missing(where: str, kind: str, names: list[str] | set[str]) -> ResultFileError:

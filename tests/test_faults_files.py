@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 
 import h5py
+import numpy as np
 import pytest
 from conftest import GENERATED, cli, one_line_error
 
@@ -97,3 +98,62 @@ def test_an_h5_whose_data_live_outside_the_file_is_refused(saved, tmp_path, chan
     with h5py.File(path, "a") as f:
         change(f, name)
     _commands_refuse(path, needle)
+
+
+# -- case 7: arrays of another type or shape than the file's own names say ------------
+
+
+def _h5_replace(name, value):
+    def change(f):
+        del f[name]
+        f.create_dataset(name, data=value)
+
+    return change
+
+
+def _strings(n):
+    return np.array([f"row {i}" for i in range(n)], dtype=h5py.string_dtype())
+
+
+@pytest.mark.parametrize(
+    "name, make, needle",
+    [
+        ("q", lambda n: _strings(n), "'q' array holds"),  # 1-D variable-length strings
+        ("q", lambda n: np.zeros(n), "'q' array has shape"),  # 1-D floats
+        ("q", lambda n: np.zeros((n, 2)), "'q' array has shape"),  # a column short
+        ("lam", lambda n: np.zeros((n, 5)), "'lam' array has shape"),
+        ("qd", lambda n: np.zeros((n, 3), dtype=complex), "'qd' array holds"),
+        ("t", lambda n: np.zeros((n, 1)), "'t' array has shape"),
+        ("phi_norm", lambda n: np.zeros(n + 1), "'phi_norm' array has shape"),
+        ("energy", lambda n: np.zeros((n, 3)), "'energy' array has shape"),
+        ("step_history", lambda n: np.zeros(4), "'step_history' array has shape"),
+    ],
+)
+def test_an_array_of_another_type_or_shape_is_refused_at_load(saved, tmp_path, name, make, needle):
+    rows = mbdgen.load(saved / "r.h5").t.shape[0]
+    path = tmp_path / "odd.h5"
+    shutil.copy(saved / "r.h5", path)
+    with h5py.File(path, "a") as f:
+        _h5_replace(name, make(rows))(f)
+    _commands_refuse(path, needle)
+    # the same arrays in an .npz
+    with np.load(saved / "r.npz", allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    value = make(rows)
+    arrays[name] = value.astype(str) if value.dtype == object else value
+    npz = tmp_path / "odd.npz"
+    np.savez(npz, **arrays)
+    _commands_refuse(npz, needle)
+
+
+def test_metadata_of_another_type_is_refused_at_load(saved, tmp_path):
+    import json
+
+    with np.load(saved / "r.npz", allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["coordinates"] = "xyz"  # a string where a list of names belongs
+    arrays["meta"] = np.array(json.dumps(meta))
+    path = tmp_path / "odd.npz"
+    np.savez(path, **arrays)
+    _commands_refuse(path, "coordinates")
