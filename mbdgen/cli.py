@@ -679,9 +679,7 @@ def _time_options(f: Callable[..., None]) -> Callable[..., None]:
             click.option(
                 "-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE."
             ),
-            click.option(
-                "-o", "--output", default=None, help="Result file (.npz, .csv; kinematics: .h5)."
-            ),
+            click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv)."),
             click.option(
                 "--out-dir", default="generated", show_default=True, help="Generated modules."
             ),
@@ -724,7 +722,10 @@ def kinematics_cmd(
 ) -> None:
     """Kinematic analysis of a driven MODEL: q, q̇, q̈ from Φ = 0, Φ_q q̇ = ν, Φ_q q̈ = γ."""
     from mbdgen.analysis.kinematics import kinematics
+    from mbdgen.results import check_destination
 
+    if output:
+        check_destination(output)  # a bad -o fails before the compile and the run
     module = _compile(model, out_dir)
     r = _kinematic_run(
         lambda: kinematics(module, t_end, h, steps=steps, t0=t0, params=_parse_params(params)),
@@ -771,7 +772,10 @@ def inverse_cmd(
 ) -> None:
     """Inverse dynamics of a driven MODEL: multipliers and driving forces along its motion."""
     from mbdgen.analysis.inverse import inverse_dynamics
+    from mbdgen.results import check_destination
 
+    if output:
+        check_destination(output)  # a bad -o fails before the compile and the run
     module = _compile(model, out_dir)
     rows = [int(d) if d.isdigit() else d for d in drivers] or None
     r = _kinematic_run(

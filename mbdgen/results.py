@@ -658,6 +658,10 @@ _DESCRIPTIONS = {
     "states": "user differential states X (N, nd)",
     "state_rates": "rates of the user states dX/dt (N, nd)",
     "step_history": "integration progress per chunk (K, 6)",
+    "reaction": "inverse dynamics: generalized reaction force -Phi_q,i^T lambda_i of each"
+    " constraint row (N, m, n)",
+    "driving": "inverse dynamics: driving force or torque -lambda_i of each driver row (N, d)",
+    "residual": "inverse dynamics: ||Phi_q^T lambda - (Q - M qdd)||_2 (N,)",
 }
 
 

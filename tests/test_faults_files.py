@@ -157,3 +157,91 @@ def test_metadata_of_another_type_is_refused_at_load(saved, tmp_path):
     path = tmp_path / "odd.npz"
     np.savez(path, **arrays)
     _commands_refuse(path, "coordinates")
+
+
+# -- case 8: every file mbdgen writes, it reads back -----------------------------------
+
+
+def _read_back(path) -> None:
+    """The file ``path`` that a command wrote is read by what reads that kind."""
+    if path.suffix in (".npz", ".h5"):
+        result = mbdgen.load(path)
+        assert len(result) > 1 and result.q.shape[1] == len(result.coordinates)
+        code, output = cli("show", path)
+        assert code == 0, output
+        code, output = cli("plot", path, "-o", path.with_suffix(".png"))
+        assert code == 0 and path.with_suffix(".png").stat().st_size > 0, output
+    elif path.suffix == ".csv":
+        code, output = cli("show", path)
+        assert code == 0 and "rows:" in output, output
+    else:
+        from PIL import Image
+
+        with Image.open(path) as picture:
+            picture.verify()
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".h5", ".csv"])
+def test_what_simulate_kinematics_and_inverse_write_is_read_back(tmp_path, suffix):
+    from conftest import MODELS, TEST_GENERATED, TEST_MODELS
+
+    driven = ("--out-dir", TEST_GENERATED, "--t-end", "0.5", "--steps", "10")
+    commands = {
+        "simulate": (
+            "simulate", MODELS / "pendulum.py", "--out-dir", GENERATED, "--method", "rk4",
+            "--h", "0.01", "--t-end", "0.1", "--no-progress",
+        ),
+        "kinematics": ("kinematics", TEST_MODELS / "driven_pendulum.py", *driven),
+        "inverse": ("inverse", TEST_MODELS / "driven_pendulum.py", *driven),
+    }  # fmt: skip
+    for name, args in commands.items():
+        out = tmp_path / f"{name}{suffix}"
+        code, output = cli(*args, "-o", out)
+        assert code == 0, output
+        _read_back(out)
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_what_plot_and_animate_write_is_read_back(saved, tmp_path):
+    module = import_generated(GENERATED / "iftomm_a01_pendulum.py")  # bodies to draw
+    bodies = mbdgen.simulate(module, "rk4", None, 0.01, 0.2).save(tmp_path / "bodies.h5")
+    for args, out in (
+        (("plot", saved / "r.npz", "-o"), tmp_path / "r.png"),
+        (("plot", saved / "r.h5", "-o"), tmp_path / "r.svg"),
+        (("animate", bodies, "--fps", "5", "-o"), tmp_path / "r.gif"),
+    ):
+        code, output = cli(*args, out)
+        assert code == 0, output
+        if out.suffix != ".svg":
+            _read_back(out)
+        else:
+            assert out.read_text(encoding="utf-8").lstrip().startswith("<?xml")
+
+
+def test_an_inverse_result_loads_as_what_it_is(tmp_path):
+    from conftest import TEST_GENERATED, TEST_MODELS
+
+    from mbdgen.analysis.inverse import inverse_dynamics
+
+    module = mbdgen.compile(TEST_MODELS / "driven_pendulum.py", TEST_GENERATED)
+    r = inverse_dynamics(module, 0.5, steps=10)
+    for suffix in (".npz", ".h5"):
+        back = mbdgen.load(r.save(tmp_path / f"inverse{suffix}"))
+        np.testing.assert_array_equal(back.lam, r.lam)
+        np.testing.assert_array_equal(back.q, r.kinematics.q)
+        assert back.constraint_names == r.constraint_names
+        assert back.info["analysis"] == "inverse_dynamics"
+        assert "inverse_dynamics" in back.summary()
+
+
+@pytest.mark.parametrize("command", ["kinematics", "inverse"])
+def test_an_unwritable_output_of_kinematics_or_inverse_fails_before_the_run(tmp_path, command):
+    from conftest import TEST_GENERATED, TEST_MODELS
+
+    out = tmp_path / "r.txt"
+    code, output = cli(
+        command, TEST_MODELS / "driven_pendulum.py", "--out-dir", TEST_GENERATED, "-o", out
+    )
+    line = one_line_error(output, only=True)
+    assert code == 1 and "use a file name ending in .npz or .h5" in line
+    assert "inverse dynamics at" not in output and "kinematic analysis" not in output
