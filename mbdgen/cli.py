@@ -854,6 +854,16 @@ def equilibrium_cmd(
     click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in e.lam) + "]")
 
 
+def _write_json(path: str, value: object) -> None:
+    """``value`` as indented JSON in ``path``, atomically (a full disk: one line)."""
+    import json
+
+    from mbdgen.fileio import atomic_write
+
+    with atomic_write(path, "w") as fh:
+        fh.write(json.dumps(value, indent=2))
+
+
 @main.command()
 def methods() -> None:
     """List the registered integration methods."""
@@ -916,9 +926,7 @@ def bench(
         rows = new_model_latency()
         click.echo(new_model_report(rows))
         if output:
-            import json
-
-            Path(output).write_text(json.dumps(rows, indent=2))
+            _write_json(output, rows)
             click.echo(f"wrote {output}")
         return
     if chain:
@@ -927,12 +935,7 @@ def bench(
         numbers = bench_chain.run(quick=quick)
         click.echo(bench_chain.report(numbers))
         if output:
-            import json
-
-            from mbdgen.fileio import atomic_write
-
-            with atomic_write(output, "w") as fh:
-                fh.write(json.dumps(numbers, indent=2))
+            _write_json(output, numbers)
             click.echo(f"wrote {output}")
         return
 
@@ -942,9 +945,7 @@ def bench(
         numbers = sweep_bench(sweep_runs)
         click.echo(sweep_report(numbers))
         if output:
-            import json
-
-            Path(output).write_text(json.dumps(numbers, indent=2))
+            _write_json(output, numbers)
             click.echo(f"wrote {output}")
         return
 
@@ -969,9 +970,7 @@ def bench(
         click.echo("")
         click.echo(new_model_report(results["new_models"]))
     if output:
-        import json
-
-        Path(output).write_text(json.dumps(results, indent=2))
+        _write_json(output, results)
         click.echo(f"wrote {output}")
 
 

@@ -14,6 +14,7 @@ either the old file or the complete new one, never a truncated one.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -493,7 +494,7 @@ class Result:
         suffix = path.suffix.lower()
         try:
             if suffix in (".h5", ".hdf5"):
-                with atomic_write(path, "w+b") as fh:
+                with atomic_write(path) as fh:
                     self._save_h5(fh)
             else:
                 with atomic_write(path) as fh:
@@ -556,7 +557,10 @@ class Result:
         from mbdgen import __version__
 
         info = self.info
-        with h5py.File(fh, "w", track_order=True) as f:
+        # built in memory, then one plain write: HDF5 writing into fh crashed the
+        # interpreter when the disk filled part-way (issue 46, case 1)
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w", track_order=True) as f:
             f.attrs["format"] = HDF5_FORMAT
             f.attrs["format_version"] = HDF5_FORMAT_VERSION
             f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
@@ -593,6 +597,7 @@ class Result:
                 if columns:
                     ds.attrs["columns"] = columns
                 ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
+        fh.write(buffer.getbuffer())
 
     def _column_names(self, name: str) -> list[str]:
         if name in ("q", "qdd"):

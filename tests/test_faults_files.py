@@ -15,16 +15,20 @@ The runs are the committed pendulum's, 0.1 s of RK4 (a few seconds in all).
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import sys
 
 import h5py
 import numpy as np
 import pytest
-from conftest import GENERATED, cli, one_line_error
+from conftest import GENERATED, MODELS, TEST_GENERATED, TEST_MODELS, cli, one_line_error
 
 import mbdgen
+from mbdgen import fileio
 from mbdgen.compiler import import_generated
-from mbdgen.errors import ResultFileError
+from mbdgen.errors import OutputError, ResultFileError
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +187,6 @@ def _read_back(path) -> None:
 
 @pytest.mark.parametrize("suffix", [".npz", ".h5", ".csv"])
 def test_what_simulate_kinematics_and_inverse_write_is_read_back(tmp_path, suffix):
-    from conftest import MODELS, TEST_GENERATED, TEST_MODELS
 
     driven = ("--out-dir", TEST_GENERATED, "--t-end", "0.5", "--steps", "10")
     commands = {
@@ -219,7 +222,6 @@ def test_what_plot_and_animate_write_is_read_back(saved, tmp_path):
 
 
 def test_an_inverse_result_loads_as_what_it_is(tmp_path):
-    from conftest import TEST_GENERATED, TEST_MODELS
 
     from mbdgen.analysis.inverse import inverse_dynamics
 
@@ -236,7 +238,6 @@ def test_an_inverse_result_loads_as_what_it_is(tmp_path):
 
 @pytest.mark.parametrize("command", ["kinematics", "inverse"])
 def test_an_unwritable_output_of_kinematics_or_inverse_fails_before_the_run(tmp_path, command):
-    from conftest import TEST_GENERATED, TEST_MODELS
 
     out = tmp_path / "r.txt"
     code, output = cli(
@@ -245,3 +246,138 @@ def test_an_unwritable_output_of_kinematics_or_inverse_fails_before_the_run(tmp_
     line = one_line_error(output, only=True)
     assert code == 1 and "use a file name ending in .npz or .h5" in line
     assert "inverse dynamics at" not in output and "kinematic analysis" not in output
+
+
+# -- cases 1 and 2: a full disk --------------------------------------------------------
+
+
+class _FullDisk:
+    """A file object that takes ``room`` bytes, then fails as a full disk does."""
+
+    def __init__(self, fh, room: int) -> None:
+        self._fh, self._room = fh, room
+
+    def write(self, data) -> int:
+        size = len(data) if isinstance(data, str) else memoryview(data).nbytes
+        if size > self._room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._room -= size
+        return self._fh.write(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._fh.close()
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+class _Disk:
+    """``room``: the bytes each file opened by ``mbdgen.fileio.atomic_write`` may take
+    before it fails with ENOSPC (None: no limit)."""
+
+    room: int | None = None
+
+
+@pytest.fixture
+def disk(monkeypatch):
+    real, state = os.fdopen, _Disk()
+
+    def fdopen(*args, **kwargs):
+        fh = real(*args, **kwargs)
+        return fh if state.room is None else _FullDisk(fh, state.room)
+
+    monkeypatch.setattr(fileio.os, "fdopen", fdopen)
+    return state
+
+
+def _full_disk_error(args, path) -> None:
+    """``mbdgen ARGS`` ends in one line naming ``path`` and the full disk, exit 1, and
+    leaves no temporary file beside it."""
+    code, output = cli(*args)
+    line = one_line_error(output, only=True)
+    assert code == 1, output
+    assert line == f"error: cannot write {str(path)!r}: No space left on device", output
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_full_disk_is_one_line_naming_the_file_for_every_writer(disk, saved, tmp_path):
+
+    bodies = import_generated(GENERATED / "iftomm_a01_pendulum.py")
+    animated = mbdgen.simulate(bodies, "rk4", None, 0.01, 0.5).save(tmp_path / "bodies.npz")
+    old = tmp_path / "old.h5"
+    shutil.copy(saved / "r.h5", old)
+    disk.room = 2000
+    run = ("simulate", MODELS / "pendulum.py", "--out-dir", GENERATED, "--method", "rk4",
+           "--h", "0.001", "--t-end", "1", "--no-progress")  # fmt: skip
+    driven = (TEST_MODELS / "driven_pendulum.py", "--out-dir", TEST_GENERATED, "--steps", "200")
+    for suffix in (".npz", ".h5", ".csv"):
+        out = tmp_path / f"a{suffix}"
+        _full_disk_error((*run, "-o", out), out)
+        _full_disk_error(("kinematics", *driven, "-o", out), out)
+        _full_disk_error(("inverse", *driven, "-o", out), out)
+        assert not out.exists()
+    _full_disk_error((*run, "-o", old), old)
+    assert old.read_bytes() == (saved / "r.h5").read_bytes()  # the old file, untouched
+    _full_disk_error((*run, "--plot", tmp_path / "a.png"), tmp_path / "a.png")
+    _full_disk_error(("plot", saved / "r.npz", "-o", tmp_path / "p.svg"), tmp_path / "p.svg")
+    _full_disk_error(("animate", animated, "-o", tmp_path / "a.gif"), tmp_path / "a.gif")
+
+
+def test_a_result_that_cannot_be_saved_stays_with_the_caller(disk, tmp_path):
+    module = import_generated(GENERATED / "pendulum.py")
+    result = mbdgen.simulate(module, "rk4", None, 0.001, 1.0)
+    disk.room = 2000
+    for suffix in (".npz", ".h5", ".csv"):
+        with pytest.raises(OutputError, match="No space left on device") as info:
+            result.save(tmp_path / f"a{suffix}")
+        assert str(tmp_path / f"a{suffix}") in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    disk.room = None  # space again: the same rows are saved whole
+    back = mbdgen.load(result.save(tmp_path / "a.h5"))
+    assert len(back) == len(result) == 1001
+    np.testing.assert_array_equal(back.q, result.q)
+
+
+def test_a_sweep_on_a_full_disk_names_the_file(disk, tmp_path):
+    out = tmp_path / "sweep"
+    disk.room = 100
+    code, output = cli(
+        "sweep", MODELS / "pendulum.py", "--out-dir", GENERATED, "--t-end", "0.05",
+        "-p", "m=0.5:2:2", "-o", out, "--no-progress",
+    )  # fmt: skip
+    line = one_line_error(output, only=True)
+    assert code == 1 and "No space left on device" in line, output
+    assert line.startswith(f"error: cannot write {str(out)!r}"[:-1] + "/"), output
+    leftovers = [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_a_real_full_tmpfs(tmp_path):
+    """Once for real (root only): a 200 kB tmpfs and a 10 s pendulum run to .h5."""
+    import subprocess
+
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(full)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        for name in ("a.h5", "a.npz", "a.csv"):
+            proc = subprocess.run(
+                [sys.executable, "-m", "mbdgen.cli", "simulate", str(MODELS / "pendulum.py"),
+                 "--out-dir", str(GENERATED), "--t-end", "10", "--no-progress",
+                 "-o", str(full / name)],
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert proc.returncode == 1, proc.stderr
+            assert proc.stderr == (
+                f"error: cannot write {str(full / name)!r}: No space left on device\n"
+            )
+            assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
