@@ -681,9 +681,7 @@ def _time_options(f: Callable[..., None]) -> Callable[..., None]:
             click.option(
                 "-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE."
             ),
-            click.option(
-                "-o", "--output", default=None, help="Result file (.npz, .csv; kinematics: .h5)."
-            ),
+            click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv)."),
             click.option(
                 "--out-dir", default="generated", show_default=True, help="Generated modules."
             ),
@@ -726,7 +724,10 @@ def kinematics_cmd(
 ) -> None:
     """Kinematic analysis of a driven MODEL: q, q̇, q̈ from Φ = 0, Φ_q q̇ = ν, Φ_q q̈ = γ."""
     from mbdgen.analysis.kinematics import kinematics
+    from mbdgen.results import check_destination
 
+    if output:
+        check_destination(output)  # a bad -o fails before the compile and the run
     module = _compile(model, out_dir)
     r = _kinematic_run(
         lambda: kinematics(module, t_end, h, steps=steps, t0=t0, params=_parse_params(params)),
@@ -773,7 +774,10 @@ def inverse_cmd(
 ) -> None:
     """Inverse dynamics of a driven MODEL: multipliers and driving forces along its motion."""
     from mbdgen.analysis.inverse import inverse_dynamics
+    from mbdgen.results import check_destination
 
+    if output:
+        check_destination(output)  # a bad -o fails before the compile and the run
     module = _compile(model, out_dir)
     rows = [int(d) if d.isdigit() else d for d in drivers] or None
     r = _kinematic_run(
@@ -852,6 +856,16 @@ def equilibrium_cmd(
     click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in e.lam) + "]")
 
 
+def _write_json(path: str, value: object) -> None:
+    """``value`` as indented JSON in ``path``, atomically (a full disk: one line)."""
+    import json
+
+    from mbdgen.fileio import atomic_write
+
+    with atomic_write(path, "w") as fh:
+        fh.write(json.dumps(value, indent=2))
+
+
 @main.command()
 def methods() -> None:
     """List the registered integration methods."""
@@ -914,9 +928,7 @@ def bench(
         rows = new_model_latency()
         click.echo(new_model_report(rows))
         if output:
-            import json
-
-            Path(output).write_text(json.dumps(rows, indent=2))
+            _write_json(output, rows)
             click.echo(f"wrote {output}")
         return
     if chain:
@@ -925,12 +937,7 @@ def bench(
         numbers = bench_chain.run(quick=quick)
         click.echo(bench_chain.report(numbers))
         if output:
-            import json
-
-            from mbdgen.fileio import atomic_write
-
-            with atomic_write(output, "w") as fh:
-                fh.write(json.dumps(numbers, indent=2))
+            _write_json(output, numbers)
             click.echo(f"wrote {output}")
         return
 
@@ -940,9 +947,7 @@ def bench(
         numbers = sweep_bench(sweep_runs)
         click.echo(sweep_report(numbers))
         if output:
-            import json
-
-            Path(output).write_text(json.dumps(numbers, indent=2))
+            _write_json(output, numbers)
             click.echo(f"wrote {output}")
         return
 
@@ -967,9 +972,7 @@ def bench(
         click.echo("")
         click.echo(new_model_report(results["new_models"]))
     if output:
-        import json
-
-        Path(output).write_text(json.dumps(results, indent=2))
+        _write_json(output, results)
         click.echo(f"wrote {output}")
 
 

@@ -27,6 +27,18 @@ class OutputError(MbdgenError):
     """A result or plot cannot be written where the user asked (checked before a run)."""
 
 
+class WriteError(OutputError, OSError):
+    """A file could not be written (a full disk, a quota, an I/O error): one line
+    naming the file and the cause, ``cannot write '…': No space left on device``.
+
+    It is an :class:`OSError` too (``errno``, ``strerror``, ``filename``), so code that
+    handles the operating system's errors handles it.
+    """
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename!r}: {self.strerror}"
+
+
 class ResultFileError(MbdgenError):
     """A file given to :func:`mbdgen.load` is missing, damaged or not an mbdgen result."""
 

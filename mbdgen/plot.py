@@ -425,7 +425,10 @@ def _render(result: Result, panels: _Panels, path: Path, dpi: int) -> Path:
         if panels.notes:
             title += "\n" + "; ".join(panels.notes)
         fig.suptitle(title, fontsize="medium")
-        fig.savefig(path, dpi=dpi)
+        from mbdgen.fileio import atomic_write
+
+        with atomic_write(path) as fh:
+            fig.savefig(fh, dpi=dpi, format=Path(path).suffix.lower().lstrip("."))
     finally:
         plt.close(fig)
     return path

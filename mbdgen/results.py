@@ -14,6 +14,7 @@ either the old file or the complete new one, never a truncated one.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -493,7 +494,7 @@ class Result:
         suffix = path.suffix.lower()
         try:
             if suffix in (".h5", ".hdf5"):
-                with atomic_write(path, "w+b") as fh:
+                with atomic_write(path) as fh:
                     self._save_h5(fh)
             else:
                 with atomic_write(path) as fh:
@@ -556,7 +557,10 @@ class Result:
         from mbdgen import __version__
 
         info = self.info
-        with h5py.File(fh, "w", track_order=True) as f:
+        # built in memory, then one plain write: HDF5 writing into fh crashed the
+        # interpreter when the disk filled part-way (issue 46, case 1)
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w", track_order=True) as f:
             f.attrs["format"] = HDF5_FORMAT
             f.attrs["format_version"] = HDF5_FORMAT_VERSION
             f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
@@ -593,6 +597,7 @@ class Result:
                 if columns:
                     ds.attrs["columns"] = columns
                 ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
+        fh.write(buffer.getbuffer())
 
     def _column_names(self, name: str) -> list[str]:
         if name in ("q", "qdd"):
@@ -658,6 +663,10 @@ _DESCRIPTIONS = {
     "states": "user differential states X (N, nd)",
     "state_rates": "rates of the user states dX/dt (N, nd)",
     "step_history": "integration progress per chunk (K, 6)",
+    "reaction": "inverse dynamics: generalized reaction force -Phi_q,i^T lambda_i of each"
+    " constraint row (N, m, n)",
+    "driving": "inverse dynamics: driving force or torque -lambda_i of each driver row (N, d)",
+    "residual": "inverse dynamics: ||Phi_q^T lambda - (Q - M qdd)||_2 (N,)",
 }
 
 
@@ -699,18 +708,7 @@ def load(path: str | Path) -> Result:
         raise ResultFileError(
             f"{where} is not an mbdgen result: neither a NumPy .npz archive nor an HDF5 file"
         )
-    if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
-        raise ResultFileError(f"{where} has no valid mbdgen metadata")
-    rows = arrays["t"].shape[0] if arrays["t"].ndim == 1 else -1
-    if any(arrays[k].shape[:1] != (rows,) for k in _REQUIRED if k != "meta"):
-        raise ResultFileError(f"{where} is inconsistent: its arrays differ in length")
-    nd = len(meta.get("state_names", ()))
-    for key in ("states", "state_rates") if nd else ():
-        if key not in arrays or arrays[key].shape != (rows, nd):
-            raise ResultFileError(
-                f"{where} is inconsistent: it names {nd} user state(s) but its {key!r} "
-                "array is missing or of another shape"
-            )
+    _check_contents(where, meta, arrays)
     return Result(
         t=arrays["t"],
         q=arrays["q"],
@@ -730,6 +728,82 @@ def load(path: str | Path) -> Result:
         state_names=tuple(meta.get("state_names", ())),
         **{k: arrays[k] for k in ("states", "state_rates", "step_history") if k in arrays},
     )
+
+
+#: Names in a result's metadata that are lists of strings.
+_NAME_LISTS = ("coordinates", "state_names", "reaction_names", "constraint_names")
+
+
+def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Refuse a file whose metadata are not what :meth:`Result.save` writes, or one of
+    whose arrays is not floating-point or not of the shape its own names give.
+
+    The shapes follow from the file itself: N rows from ``t``, n columns from the
+    coordinates' names, m from the constraints' (when the file names them), nd from
+    the user states', R reaction rows from the reactions'.  Without this, an array of
+    strings or of another shape loads and fails later, inside a plot or an animation.
+    """
+    if not isinstance(meta, dict) or not {"coordinates", "counters", "info"} <= meta.keys():
+        raise ResultFileError(f"{where} has no valid mbdgen metadata")
+    for key in _NAME_LISTS:
+        names = meta.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+            raise ResultFileError(
+                f"{where} has invalid mbdgen metadata: {key!r} is not a list of names"
+            )
+    for key in ("counters", "info"):
+        if not isinstance(meta[key], dict):
+            raise ResultFileError(f"{where} has invalid mbdgen metadata: {key!r} is not a table")
+    for key, value in arrays.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            kind = "strings" if value.dtype.kind in "OSU" else f"{value.dtype} values"
+            raise ResultFileError(
+                f"{where} is inconsistent: its {key!r} array holds {kind}, "
+                "not floating-point numbers"
+            )
+    t = arrays["t"]
+    if t.ndim != 1:
+        raise ResultFileError(
+            f"{where} is inconsistent: its 't' array has shape {t.shape}, not (N,)"
+        )
+    rows = t.shape[0]
+    n = len(meta["coordinates"])
+    m = len(meta.get("constraint_names", ())) or None  # an older file may not name them
+    nd = len(meta.get("state_names", ()))
+    expected: dict[str, tuple[int | None, ...]] = {
+        "q": (rows, n),
+        "qd": (rows, n),
+        "qdd": (rows, n),
+        "lam": (rows, m),
+        "phi_norm": (rows,),
+        "phid_norm": (rows,),
+        "energy": (rows, 2),
+        "power": (rows,),
+        "reactions": (rows, len(meta.get("reaction_names", ())), 12),
+        "states": (rows, nd),
+        "state_rates": (rows, nd),
+        "step_history": (None, len(STEP_HISTORY_COLUMNS)),
+    }
+    for key in ("states", "state_rates") if nd else ():
+        if key not in arrays:
+            raise ResultFileError(
+                f"{where} is inconsistent: it names {nd} user state(s) but has no {key!r} array"
+            )
+    for key, shape in expected.items():
+        value = arrays.get(key)
+        if value is None:
+            continue
+        if value.ndim != len(shape) or any(
+            want is not None and got != want for got, want in zip(value.shape, shape, strict=True)
+        ):
+            unknown = "K" if key == "step_history" else "m"
+            text = "(" + ", ".join(unknown if d is None else str(d) for d in shape)
+            text += ",)" if len(shape) == 1 else ")"
+            raise ResultFileError(
+                f"{where} is inconsistent: its {key!r} array has shape {value.shape}, not "
+                f"{text} ({rows} times of t, {n} coordinate(s), "
+                f"{'?' if m is None else m} constraint row(s), {nd} user state(s))"
+            )
 
 
 def _missing(where: str, kind: str, names: list[str] | set[str]) -> ResultFileError:
@@ -760,6 +834,13 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
 
     try:
         with h5py.File(path, "r") as f:
+            for name in f:  # before anything is read: where do the data come from?
+                outside = _outside(f, name)
+                if outside:
+                    raise ResultFileError(
+                        f"{where} is refused: its dataset {name!r} is {outside}; an mbdgen "
+                        "result keeps all its data inside the file"
+                    )
             names = {k for k, v in f.items() if isinstance(v, h5py.Dataset)}
             if f.attrs.get("format") != HDF5_FORMAT or not set(_REQUIRED) <= names:
                 raise _missing(where, "an HDF5 file", names)
@@ -772,3 +853,30 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
             f"{where} is damaged (truncated or corrupt HDF5 file: {type(exc).__name__}: {exc})"
         ) from None
     return meta, arrays
+
+
+def _outside(f: Any, name: str) -> str | None:
+    """What makes the HDF5 object ``name`` of group ``f`` read data from outside the
+    file (an external or soft link, a virtual dataset, external storage), or None.
+
+    mbdgen writes none of these; a file that has one could make any local file (or
+    one it names but that does not exist) the bytes of a result.
+    """
+    import h5py
+
+    link = f.get(name, getlink=True)
+    if isinstance(link, h5py.ExternalLink):
+        return f"an external link to {link.filename!r}"
+    if isinstance(link, h5py.SoftLink):
+        return f"a soft link to {link.path!r}"
+    if not isinstance(link, h5py.HardLink):
+        return f"a link of an unknown kind ({type(link).__name__})"
+    obj = f[name]
+    if isinstance(obj, h5py.Dataset):
+        if obj.is_virtual:
+            sources = sorted({s.file_name for s in obj.virtual_sources()})
+            return f"a virtual dataset (data from {', '.join(map(repr, sources))})"
+        if obj.external:
+            files = sorted({str(entry[0]) for entry in obj.external})
+            return f"in HDF5 external storage ({', '.join(map(repr, files))})"
+    return None

@@ -541,19 +541,17 @@ class _Store:
             return
         import pandas as pd
 
-        from mbdgen.fileio import atomic_write
+        from mbdgen.fileio import atomic_hdf5, atomic_write
 
         number = self.next_batch
         self.next_batch += 1
         name = f"batch-{number:06d}"
         records = batch.records
         if batch.arrays:
-            import h5py
-
             folder = self.path / TRAJECTORIES
             folder.mkdir(exist_ok=True)
             target = folder / f"{name}.h5"
-            with atomic_write(target, "w+b") as fh, h5py.File(fh, "w") as h5:
+            with atomic_hdf5(target) as h5:
                 for run, arrays in batch.arrays.items():
                     group = h5.create_group(f"run-{run:07d}")
                     for key, value in arrays.items():

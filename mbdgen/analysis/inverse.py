@@ -18,13 +18,12 @@ driver applies is its reaction.  :attr:`InverseDynamics.driving` reports
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -95,48 +94,59 @@ class InverseDynamics:
         return -self.lam[:, i]
 
     def save(self, path: str | Path) -> Path:
-        """Write ``.npz`` (all arrays) or ``.csv`` (t, q, q̇, q̈, λ and driving forces)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the result atomically as ``.npz`` or ``.h5`` (a result that
+        :func:`mbdgen.load` reads: the kinematic solution with these multipliers, plus
+        the arrays ``reaction``, ``driving`` and ``residual``) or ``.csv`` (t, q, q̇,
+        q̈, λ and the driving forces).
+
+        Raises :class:`~mbdgen.errors.OutputError` if ``path`` cannot be written.
+        """
+        return self.as_result().save(path)
+
+    def as_result(self) -> Result:
+        """The kinematic solution with these multipliers and constraint names, and the
+        inverse dynamics' settings in ``info`` (``analysis = "inverse_dynamics"``), as
+        a :class:`~mbdgen.results.Result` that saves the inverse arrays too."""
         k = self.kinematics
-        labels = [self.constraint_names[i] for i in self.drivers]
-        if path.suffix == ".csv":
-            names = (
-                ["t"]
-                + list(k.coordinates)
-                + [f"{c}_d" for c in k.coordinates]
-                + [f"{c}_dd" for c in k.coordinates]
-                + [f"lam_{_column(c)}" for c in self.constraint_names]
-                + [f"drive_{_column(c)}" for c in labels]
-            )
-            data = np.column_stack([k.t, k.q, k.qd, k.qdd, self.lam, self.driving])
-            np.savetxt(path, data, delimiter=",", header=",".join(names), comments="")
-            return path
-        if path.suffix != ".npz":
-            raise MbdgenError(f"cannot save to {str(path)!r}: use a .npz or .csv file name")
-        np.savez_compressed(
-            path,
-            t=k.t,
-            q=k.q,
-            qd=k.qd,
-            qdd=k.qdd,
-            lam=self.lam,
-            reaction=self.reaction,
-            driving=self.driving,
-            residual=self.residual,
-            meta=np.array(
-                json.dumps(
-                    {
-                        "coordinates": list(k.coordinates),
-                        "constraint_names": list(self.constraint_names),
-                        "drivers": list(self.drivers),
-                        "info": self.info,
-                        "kinematics": {"counters": k.counters, "info": k.info},
-                    }
-                )
-            ),
+        info = {**k.info, **self.info, "drivers": [self.constraint_names[i] for i in self.drivers]}
+        values = {f.name: getattr(k, f.name) for f in fields(Result) if f.init}
+        values.update(lam=self.lam, constraint_names=tuple(self.constraint_names), info=info)
+        return _InverseResult(**values, inverse=self)
+
+
+@dataclass
+class _InverseResult(Result):
+    """A :class:`Result` whose files also hold the inverse dynamics' arrays."""
+
+    inverse: InverseDynamics | None = field(default=None, repr=False, compare=False)
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        arrays = super()._arrays()
+        if self.inverse is not None:
+            arrays["reaction"] = self.inverse.reaction
+            arrays["driving"] = self.inverse.driving
+            arrays["residual"] = self.inverse.residual
+        return arrays
+
+    def _column_names(self, name: str) -> list[str]:
+        if name == "driving" and self.inverse is not None:
+            return [self.inverse.constraint_names[i] for i in self.inverse.drivers]
+        return super()._column_names(name)
+
+    def _save_csv(self, fh: IO[bytes]) -> None:
+        assert self.inverse is not None
+        r = self.inverse
+        labels = [r.constraint_names[i] for i in r.drivers]
+        names = (
+            ["t"]
+            + list(self.coordinates)
+            + [f"{c}_d" for c in self.coordinates]
+            + [f"{c}_dd" for c in self.coordinates]
+            + [f"lam_{_column(c)}" for c in r.constraint_names]
+            + [f"drive_{_column(c)}" for c in labels]
         )
-        return path
+        data = np.column_stack([self.t, self.q, self.qd, self.qdd, r.lam, r.driving])
+        np.savetxt(fh, data, delimiter=",", header=",".join(names), comments="")
 
 
 def _driver_rows(
