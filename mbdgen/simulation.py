@@ -31,7 +31,7 @@ from mbdgen.analysis.assembly import (
 )
 from mbdgen.diagnose import STEP_SIZE_STALL, explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
-from mbdgen.inputs import parameter_vector, resolve_model, state_vector
+from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
 from mbdgen.runtime import partition, postprocess, shared, sparse
@@ -593,8 +593,8 @@ def simulate(
     *,
     t0: float = 0.0,
     params: Mapping[str, float] | None = None,
-    q0: Sequence[float] | None = None,
-    qd0: Sequence[float] | None = None,
+    q0: Sequence[float] | Mapping[str, float] | None = None,
+    qd0: Sequence[float] | Mapping[str, float] | None = None,
     x0: Sequence[float] | Mapping[str, float] | None = None,
     alpha: float = 0.0,
     beta: float = 0.0,
@@ -625,6 +625,9 @@ def simulate(
         one order and needs none.
     alpha, beta : Baumgarte parameters (Haug 1989, Eq. 7.3.8); 0, 0 integrates the
         index-1 equations directly (§7.3.3).
+    q0, qd0 : initial coordinates and velocities, every one in the order of
+        ``COORDINATE_NAMES`` or some by name (the others keep the model's ``Q0``,
+        ``QD0``); default the model's.
     x0 : initial values of the model's user differential states X (controllers,
         actuators; Negrut et al. 2007, Eq. 8a), in the order of ``STATE_NAMES`` or by
         name (the others keep the model's ``X0``); default the model's ``X0``.  Only
@@ -757,6 +760,12 @@ def simulate(
     module = resolve_model(model)
     # the names first: a misspelled one must not wait for kernels to be specialized
     p = parameter_vector(module, params, x0)
+    x = np.concatenate(
+        [
+            coordinate_vector(module, q0, module.Q0, "q0"),
+            coordinate_vector(module, qd0, module.QD0, "qd0"),
+        ]
+    )
     check_states_supported(module, spec)
     kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
@@ -771,7 +780,6 @@ def simulate(
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
-    x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
 
