@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MODELS, cli, one_line_error
+from conftest import MODELS, TEST_GENERATED, TEST_MODELS, cli, one_line_error
 
 import mbdgen
 
 FOURBAR = MODELS / "fourbar.py"
+HEAVY_TOP = TEST_MODELS / "heavy_top.py"
 
 
 # -- case 17: simulate --q0 NAME=VALUE, --qd0 NAME=VALUE ------------------------------
@@ -75,3 +76,32 @@ def test_library_simulate_takes_q0_by_name():
     assert result.q[0, 2] == 0.3 and result.phi_norm[0] < 1e-9
     with pytest.raises(mbdgen.MbdgenError, match="did you mean crank_phi"):
         mbdgen.simulate(module, "abm", h=1e-3, t_end=1e-3, qd0={"crank_ph": 1.0})
+
+
+# -- case 16: a body without inertia is named with the parameter that was set ----------
+
+
+@pytest.mark.parametrize("method", ["abm", "welch1"])
+def test_zero_inertia_set_by_p_names_the_body_and_the_parameter(method):
+    code, output = cli(
+        "simulate", HEAVY_TOP, "--out-dir", TEST_GENERATED, "--method", method,
+        "-p", "top_Jzz=0", "--t-end", "0.01", "--no-progress",
+    )  # fmt: skip
+    assert code == 1
+    line = one_line_error(output, only=True)
+    assert "body 'top' has no rotary inertia about its z axis" in line, line
+    assert "top_Jzz = 0, set by -p" in line and "the model's value is 0.1" in line, line
+    assert "top_e3" not in line, line
+
+
+def test_zero_inertia_in_the_model_file_says_so(tmp_path):
+    source = HEAVY_TOP.read_text()
+    assert "(0.3, 0.3, 0.1)" in source
+    model = tmp_path / "heavy_top.py"
+    model.write_text(source.replace("(0.3, 0.3, 0.1)", "(0.3, 0.3, 0.0)"))
+    code, output = cli(
+        "simulate", model, "--out-dir", tmp_path / "gen", "--t-end", "0.01", "--no-progress"
+    )
+    assert code == 1
+    line = one_line_error(output, only=True)
+    assert "body 'top' has no rotary inertia about its z axis (top_Jzz = 0 in the model)" in line
