@@ -664,13 +664,30 @@ def info(model: str, out_dir: str) -> None:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--hold", multiple=True, help="A coordinate kept at its q0 (repeatable).")
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option("--q0", "q0", multiple=True, help="Start value of a coordinate: NAME=VALUE.")
+@click.option("--qd0", "qd0", multiple=True, help="Start velocity of a coordinate: NAME=VALUE.")
 @click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
-def assemble_cmd(model: str, hold: tuple[str, ...], params: tuple[str, ...], out_dir: str) -> None:
+def assemble_cmd(
+    model: str,
+    hold: tuple[str, ...],
+    params: tuple[str, ...],
+    q0: tuple[str, ...],
+    qd0: tuple[str, ...],
+    out_dir: str,
+) -> None:
     """Consistent initial positions, velocities, accelerations and multipliers of MODEL."""
     from mbdgen.analysis.assembly import assemble
+    from mbdgen.inputs import coordinate_vector
 
+    given = {"q0": _parse_params(q0, "--q0"), "qd0": _parse_params(qd0, "--qd0")}
     module = _compile(model, out_dir)
-    a = assemble(module, hold=hold, params=_parse_params(params))
+    a = assemble(
+        module,
+        q0=coordinate_vector(module, given["q0"], module.Q0, "q0"),
+        qd0=coordinate_vector(module, given["qd0"], module.QD0, "qd0"),
+        hold=hold,
+        params=_parse_params(params),
+    )
     click.echo(
         f"{module.MODEL_NAME}: assembled in {a.iterations} Newton iteration(s), "
         f"‖Φ‖ = {a.residual:.2e}; degrees of freedom {a.dof} (rank Φ_q = {a.rank})"

@@ -105,3 +105,57 @@ def test_zero_inertia_in_the_model_file_says_so(tmp_path):
     assert code == 1
     line = one_line_error(output, only=True)
     assert "body 'top' has no rotary inertia about its z axis (top_Jzz = 0 in the model)" in line
+
+
+# -- case 14: a model without q0 starts at the origin --------------------------------
+
+
+@pytest.fixture
+def fourbar_without_q0(tmp_path):
+    """models/fourbar.py with its bodies' q0 and qd0 left out: every body at the origin."""
+    source = FOURBAR.read_text()
+    given = ", q0=(*centroid, angle), qd0=(*v, omega))"
+    assert given in source
+    model = tmp_path / "fourbar.py"
+    model.write_text(source.replace(given, ")"))
+    return model
+
+
+def _origin_advice(line):
+    assert "q0 defaults to the origin" in line, line
+    assert "--assemble needs a start near a configuration that closes" in line, line
+    assert "--q0 NAME=VALUE" in line, line
+
+
+def test_simulate_from_the_origin_says_q0_defaults_to_it(fourbar_without_q0):
+    code, output = cli(
+        "simulate", fourbar_without_q0, "--out-dir", fourbar_without_q0.parent / "gen",
+        "--t-end", "0.01", "--no-progress",
+    )  # fmt: skip
+    assert code == 1
+    line = one_line_error(output, only=True)
+    _origin_advice(line)
+    assert "constraints are redundant" not in line and "assemble q0 first" not in line, line
+
+
+@pytest.mark.parametrize("command", ["simulate", "assemble"])
+def test_assembly_from_the_origin_is_not_called_inconsistent(fourbar_without_q0, command):
+    args = ["--assemble", "--no-progress", "--t-end", "0.01"] if command == "simulate" else []
+    code, output = cli(
+        command, fourbar_without_q0, "--out-dir", fourbar_without_q0.parent / "gen",
+        "--hold", "crank_phi", *args,
+    )  # fmt: skip
+    assert code == 1
+    line = one_line_error(output, only=True)
+    _origin_advice(line)
+    assert "inconsistent" not in line, line
+
+
+def test_a_rough_q0_off_the_origin_assembles(fourbar_without_q0):
+    """The advice works: the couplers lifted off the x axis are enough."""
+    code, output = cli(
+        "assemble", fourbar_without_q0, "--out-dir", fourbar_without_q0.parent / "gen",
+        "--q0", "coupler_y=1", "--q0", "rocker_y=1",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "degrees of freedom 0" in output
