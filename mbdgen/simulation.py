@@ -397,6 +397,39 @@ def _redundant_rows(
     return removed
 
 
+def _check_motion(
+    module: ModuleType,
+    spec: Method,
+    t0: float,
+    t_end: float,
+    x: np.ndarray,
+    p: np.ndarray,
+    removed: RemovedRows,
+    kernel: str,
+) -> None:
+    """Refuse, before the first step, a run of an error-controlled index-3 method on a
+    mechanism that cannot move: 0 degrees of freedom (rank Φ_q(q0) = n), no driver (Φ_t
+    = 0 at q0 at five times of the run) and no user states.  The error control weighs
+    its estimates by the motion, and with none it cut the step to 1e-308 and stopped at
+    t0 on 'the solution became NaN'; every other method records the constant state.
+    A driven mechanism of 0 degrees of freedom (a kinematic one) runs."""
+    n = module.N_COORDINATES
+    if spec.family not in ("hht_adaptive", "genalpha_adaptive") or getattr(module, "N_STATES", 0):
+        return
+    if removed.rank < n:  # rank Φ_q(q0) (m for independent rows)
+        return
+    for t in np.linspace(t0, t_end, 5):
+        if np.any(constraint_blocks(module, t, x[:n], x[n:], p, kernel)[2] != 0.0):
+            return  # a driver moves it
+    raise MbdgenError(
+        f"model {module.MODEL_NAME!r} has 0 degrees of freedom (rank Φ_q = {removed.rank} "
+        f"on {n} coordinates) and nothing drives it (Φ_t = 0): nothing moves, "
+        f"and {spec.name}'s error control has no motion to measure; its configuration, λ "
+        "and reactions are constant: `mbdgen assemble` gives them, or a fixed-step method "
+        f"({'hht' if spec.family == 'hht_adaptive' else 'genalpha'}, abm) records them"
+    )
+
+
 def _control(alpha: float, beta: float, pivot_ratio: float, newton_tol: float) -> np.ndarray:
     """The ``ctrl`` vector of the right sides (index1, partition): Baumgarte's α, β,
     GCP's pivot-ratio threshold, Newton tolerance and iteration limit."""
@@ -791,6 +824,7 @@ def simulate(
     removed = _redundant_rows(
         module, t0, x[:n], p, constraints, newton_tol, assemble is not False, kernel
     )
+    _check_motion(module, spec, t0, float(t_end), x, p, removed, kernel)
     rows = n_steps // output_every + 1
     warned: list[str] = []
     residuals0 = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)

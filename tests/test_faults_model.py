@@ -159,3 +159,54 @@ def test_a_rough_q0_off_the_origin_assembles(fourbar_without_q0):
     )  # fmt: skip
     assert code == 0, output
     assert "degrees of freedom 0" in output
+
+
+# -- case 13: an error-controlled index-3 method on a mechanism that cannot move -------
+
+
+@pytest.fixture
+def locked_fourbar(tmp_path):
+    """models/fourbar.py with its crank held at th10 (no w t) and at rest: 0 degrees of
+    freedom, undriven."""
+    source = FOURBAR.read_text()
+    for old, new in (
+        ('angle_driver("drive", crank, th10 + w * t)', 'angle_driver("drive", crank, th10)'),
+        ("parameters={w: W0, th10: 0.0}", "parameters={th10: 0.0}"),
+        ('name="fourbar"', 'name="locked"'),
+        ("W0 = 2.0", "W0 = 0.0"),
+    ):
+        assert old in source
+        source = source.replace(old, new)
+    model = tmp_path / "locked.py"
+    model.write_text(source)
+    return mbdgen.compile(model, tmp_path / "gen")
+
+
+@pytest.mark.parametrize("method", ["hht_adaptive", "genalpha_adaptive"])
+def test_zero_dof_undriven_is_refused_before_the_first_step(locked_fourbar, method):
+    with pytest.raises(mbdgen.MbdgenError) as info:
+        mbdgen.simulate(locked_fourbar, method, h=0.01, t_end=0.1)
+    assert not isinstance(info.value, mbdgen.SimulationError)  # no step was taken
+    message = str(info.value)
+    assert "0 degrees of freedom (rank Φ_q = 9 on 9 coordinates)" in message, message
+    assert "NaN" not in message
+
+
+def test_zero_dof_undriven_on_the_cli(locked_fourbar, tmp_path):
+    code, output = cli(
+        "simulate", tmp_path / "locked.py", "--out-dir", tmp_path / "gen",
+        "--method", "hht_adaptive", "--h", "0.01", "--t-end", "0.1", "--no-progress",
+    )  # fmt: skip
+    assert code == 1
+    assert "0 degrees of freedom" in one_line_error(output, only=True)
+
+
+def test_zero_dof_undriven_runs_where_the_method_can(locked_fourbar):
+    result = mbdgen.simulate(locked_fourbar, "hht", h=0.01, t_end=0.1)
+    assert result.ok and np.array_equal(result.q[-1], result.q[0])
+
+
+@pytest.mark.parametrize("method", ["hht_adaptive", "genalpha_adaptive"])
+def test_zero_dof_driven_still_runs(method):
+    result = mbdgen.simulate(mbdgen.compile(FOURBAR), method, h=0.01, t_end=0.1)
+    assert result.ok and result.q[-1, 2] == pytest.approx(0.2, abs=1e-9)
