@@ -394,6 +394,18 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     multiple=True,
     help="Initial value of a user state (hht, genalpha and their adaptive forms): NAME=VALUE.",
 )
+@click.option(
+    "--q0",
+    "q0",
+    multiple=True,
+    help="Initial value of a coordinate: NAME=VALUE (the others keep the model's q0).",
+)
+@click.option(
+    "--qd0",
+    "qd0",
+    multiple=True,
+    help="Initial velocity of a coordinate: NAME=VALUE (the others keep the model's q̇0).",
+)
 @click.option("--assemble", is_flag=True, help="Make q0, q̇0 consistent first (see `assemble`).")
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
@@ -434,6 +446,8 @@ def simulate(
     raw_outputs: bool,
     params: tuple[str, ...],
     x0: tuple[str, ...],
+    q0: tuple[str, ...],
+    qd0: tuple[str, ...],
     assemble: bool,
     hold: tuple[str, ...],
     output_every: int,
@@ -462,6 +476,8 @@ def simulate(
     if plot_path:
         check_destination(plot_path, PLOT_SUFFIXES)
     _check_parameter_names(model, out_dir, _parse_params(params))
+    # NAME=VALUE as -p and --x0 (a sweep's q0.NAME): simulate() takes them by name
+    initial = {"q0": _parse_params(q0, "--q0"), "qd0": _parse_params(qd0, "--qd0")}
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -502,6 +518,8 @@ def simulate(
                 assemble=list(hold) if assemble else False,
                 params=_parse_params(params),
                 x0=_parse_params(x0, "--x0") or None,
+                q0=initial["q0"] or None,
+                qd0=initial["qd0"] or None,
                 output_every=output_every,
                 progress=callback,
                 phi_tol=phi_tol,
@@ -648,13 +666,30 @@ def info(model: str, out_dir: str) -> None:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--hold", multiple=True, help="A coordinate kept at its q0 (repeatable).")
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
+@click.option("--q0", "q0", multiple=True, help="Start value of a coordinate: NAME=VALUE.")
+@click.option("--qd0", "qd0", multiple=True, help="Start velocity of a coordinate: NAME=VALUE.")
 @click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
-def assemble_cmd(model: str, hold: tuple[str, ...], params: tuple[str, ...], out_dir: str) -> None:
+def assemble_cmd(
+    model: str,
+    hold: tuple[str, ...],
+    params: tuple[str, ...],
+    q0: tuple[str, ...],
+    qd0: tuple[str, ...],
+    out_dir: str,
+) -> None:
     """Consistent initial positions, velocities, accelerations and multipliers of MODEL."""
     from mbdgen.analysis.assembly import assemble
+    from mbdgen.inputs import coordinate_vector
 
+    given = {"q0": _parse_params(q0, "--q0"), "qd0": _parse_params(qd0, "--qd0")}
     module = _compile(model, out_dir)
-    a = assemble(module, hold=hold, params=_parse_params(params))
+    a = assemble(
+        module,
+        q0=coordinate_vector(module, given["q0"], module.Q0, "q0"),
+        qd0=coordinate_vector(module, given["qd0"], module.QD0, "qd0"),
+        hold=hold,
+        params=_parse_params(params),
+    )
     click.echo(
         f"{module.MODEL_NAME}: assembled in {a.iterations} Newton iteration(s), "
         f"‖Φ‖ = {a.residual:.2e}; degrees of freedom {a.dof} (rank Φ_q = {a.rank})"

@@ -202,8 +202,78 @@ def _near_singular_message(module: ModuleType, phi_q: np.ndarray, at_start: bool
     )
 
 
+#: The inertia parameters of a body, in the order of the module's BODY_INERTIA_INDEX
+#: columns (mbdgen.codegen.elements), and the words for a missing one.
+_INERTIA_KEYS = ("m", "J", "Jxx", "Jyy", "Jzz", "Jxy", "Jxz", "Jyz")
+_ROTARY = {
+    "J": "rotary inertia",
+    "Jxx": "rotary inertia about its x axis",
+    "Jyy": "rotary inertia about its y axis",
+    "Jzz": "rotary inertia about its z axis",
+}
+#: Translational coordinates at the head of a body's block of q, by body kind.
+_TRANSLATIONS = {"planar": 2, "spatial": 3}
+
+
+def _run_parameters(module: ModuleType, result: object) -> dict[str, float]:
+    """The parameters of the run (``result.info``), else the module's defaults."""
+    given = (getattr(result, "info", None) or {}).get("parameters")
+    if given:
+        return {str(k): float(v) for k, v in given.items()}
+    return dict(zip(module.PARAMETER_NAMES, map(float, module.P_DEFAULT), strict=False))
+
+
+def _missing_inertia(module: ModuleType, flagged: Sequence[int], result: object) -> list[str]:
+    """'body 'top' has no rotary inertia about its z axis (top_Jzz = 0, set by -p or
+    params=; the model's value is 0.1)' for each body owning a coordinate of
+    ``flagged`` (the motion without inertia) whose mass or moments of inertia on that
+    motion are not positive; empty for a model without body tables (generalized
+    coordinates) or where every such parameter is positive."""
+    names = tuple(getattr(module, "BODY_NAMES", ()))
+    index = getattr(module, "BODY_INERTIA_INDEX", None)
+    if not names or index is None:
+        return []
+    values = _run_parameters(module, result)
+    pnames = tuple(module.PARAMETER_NAMES)
+    defaults = dict(zip(pnames, map(float, module.P_DEFAULT), strict=False))
+    kinds = tuple(getattr(module, "BODY_KINDS", ()))
+    causes = []
+    for b, body in enumerate(names):
+        offset, size = int(module.BODY_OFFSETS[b]), int(module.BODY_SIZES[b])
+        local = [i - offset for i in flagged if offset <= i < offset + size]
+        if not local:
+            continue
+        kind = kinds[b] if b < len(kinds) else ""
+        point = kind.endswith("_point")
+        n_trans = size if point else _TRANSLATIONS.get(kind, size)
+        keys = (["m"] if min(local) < n_trans else []) + (
+            list(_ROTARY) if max(local) >= n_trans else []
+        )
+        row = dict(zip(_INERTIA_KEYS, (int(i) for i in index[b]), strict=False))
+        for key in keys:
+            if row.get(key, -1) < 0:
+                continue
+            pname = pnames[row[key]]
+            value = values.get(pname, defaults.get(pname, np.nan))
+            if value > 0.0:
+                continue
+            what = "mass" if key == "m" else _ROTARY[key]
+            default = defaults.get(pname)
+            origin = (
+                " in the model"
+                if default == value
+                else f", set by -p or params=; the model's value is {default:g}"
+            )
+            causes.append(f"body {body!r} has no {what} ({pname} = {value:g}{origin})")
+    return causes
+
+
 def _inertia_message(
-    module: ModuleType, mass: np.ndarray, phi_q: np.ndarray, mass_alone: bool
+    module: ModuleType,
+    mass: np.ndarray,
+    phi_q: np.ndarray,
+    mass_alone: bool,
+    result: object = None,
 ) -> str | None:
     if not (np.isfinite(mass).all() and np.isfinite(phi_q).all()) or mass.size == 0:
         return None
@@ -223,7 +293,20 @@ def _inertia_message(
         return None
     direction = np.abs(basis @ v[:, 0])
     coords = _labels(module)["coordinate"]
-    names = [coords[i] for i in np.flatnonzero(direction > 0.3 * direction.max())]
+    flagged = [int(i) for i in np.flatnonzero(direction > 0.3 * direction.max())]
+    names = [coords[i] for i in flagged]
+    bodies = _missing_inertia(module, flagged, result)
+    if bodies:  # the body and the parameter the user set (or the model file did)
+        fix = f"give {'it' if len(bodies) == 1 else 'them'} a positive value"
+        if mass_alone:
+            return (
+                f"the mass matrix M is singular: {'; '.join(bodies)}; the Welch schemes "
+                f"need M positive definite: {fix}, or use an Adams or Runge–Kutta method"
+            )
+        return (
+            "the mass matrix is singular on the motions the constraints allow: "
+            f"{'; '.join(bodies)}: {fix}"
+        )
     if mass_alone:
         return (
             f"the mass matrix M is singular: coordinate(s) {', '.join(names)} have no mass "
@@ -303,7 +386,7 @@ def explain_failure(
     if status == SINGULAR:
         cause = (
             _rank_message(module, phi_q, at_start, removed_rows)
-            or _inertia_message(module, mass, phi_q, mass_alone=family == "welch")
+            or _inertia_message(module, mass, phi_q, family == "welch", result)
             or _near_singular_message(module, phi_q, at_start)
         )
         if cause is None:

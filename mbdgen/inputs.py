@@ -116,6 +116,25 @@ def initial_states(
     return values
 
 
+def coordinate_vector(
+    module: ModuleType,
+    value: Sequence[float] | Mapping[str, float] | None,
+    default: np.ndarray,
+    what: str,
+) -> np.ndarray:
+    """``value`` (q0 or q̇0, named by ``what``) as a float vector: every coordinate in
+    the order of ``COORDINATE_NAMES``, or a mapping name → value (the others keep
+    ``default``, the model's), or ``default``.  An unknown name is answered with the
+    nearest ones, as a parameter's is (the CLI's ``--q0 NAME=VALUE``, a sweep's
+    ``q0.NAME``)."""
+    if not isinstance(value, Mapping):
+        return state_vector(value, default, what)
+    names = tuple(module.COORDINATE_NAMES)
+    values = np.array(default, dtype=np.float64)
+    _set_by_name(module, values, names, value, ("coordinate", "coordinates"), what + " of {!r}")
+    return values
+
+
 def state_vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:
     """``value`` (q0 or q̇0) as a float vector of the default's length, or the default."""
     if value is None:

@@ -31,7 +31,7 @@ from mbdgen.analysis.assembly import (
 )
 from mbdgen.diagnose import STEP_SIZE_STALL, explain_failure
 from mbdgen.errors import Interrupted, MbdgenError, SimulationError
-from mbdgen.inputs import parameter_vector, resolve_model, state_vector
+from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
 from mbdgen.runtime import partition, postprocess, shared, sparse
@@ -397,6 +397,39 @@ def _redundant_rows(
     return removed
 
 
+def _check_motion(
+    module: ModuleType,
+    spec: Method,
+    t0: float,
+    t_end: float,
+    x: np.ndarray,
+    p: np.ndarray,
+    removed: RemovedRows,
+    kernel: str,
+) -> None:
+    """Refuse, before the first step, a run of an error-controlled index-3 method on a
+    mechanism that cannot move: 0 degrees of freedom (rank Φ_q(q0) = n), no driver (Φ_t
+    = 0 at q0 at five times of the run) and no user states.  The error control weighs
+    its estimates by the motion, and with none it cut the step to 1e-308 and stopped at
+    t0 on 'the solution became NaN'; every other method records the constant state.
+    A driven mechanism of 0 degrees of freedom (a kinematic one) runs."""
+    n = module.N_COORDINATES
+    if spec.family not in ("hht_adaptive", "genalpha_adaptive") or getattr(module, "N_STATES", 0):
+        return
+    if removed.rank < n:  # rank Φ_q(q0) (m for independent rows)
+        return
+    for t in np.linspace(t0, t_end, 5):
+        if np.any(constraint_blocks(module, t, x[:n], x[n:], p, kernel)[2] != 0.0):
+            return  # a driver moves it
+    raise MbdgenError(
+        f"model {module.MODEL_NAME!r} has 0 degrees of freedom (rank Φ_q = {removed.rank} "
+        f"on {n} coordinates) and nothing drives it (Φ_t = 0): nothing moves, "
+        f"and {spec.name}'s error control has no motion to measure; its configuration, λ "
+        "and reactions are constant: `mbdgen assemble` gives them, or a fixed-step method "
+        f"({'hht' if spec.family == 'hht_adaptive' else 'genalpha'}, abm) records them"
+    )
+
+
 def _control(alpha: float, beta: float, pivot_ratio: float, newton_tol: float) -> np.ndarray:
     """The ``ctrl`` vector of the right sides (index1, partition): Baumgarte's α, β,
     GCP's pivot-ratio threshold, Newton tolerance and iteration limit."""
@@ -593,8 +626,8 @@ def simulate(
     *,
     t0: float = 0.0,
     params: Mapping[str, float] | None = None,
-    q0: Sequence[float] | None = None,
-    qd0: Sequence[float] | None = None,
+    q0: Sequence[float] | Mapping[str, float] | None = None,
+    qd0: Sequence[float] | Mapping[str, float] | None = None,
     x0: Sequence[float] | Mapping[str, float] | None = None,
     alpha: float = 0.0,
     beta: float = 0.0,
@@ -625,6 +658,9 @@ def simulate(
         one order and needs none.
     alpha, beta : Baumgarte parameters (Haug 1989, Eq. 7.3.8); 0, 0 integrates the
         index-1 equations directly (§7.3.3).
+    q0, qd0 : initial coordinates and velocities, every one in the order of
+        ``COORDINATE_NAMES`` or some by name (the others keep the model's ``Q0``,
+        ``QD0``); default the model's.
     x0 : initial values of the model's user differential states X (controllers,
         actuators; Negrut et al. 2007, Eq. 8a), in the order of ``STATE_NAMES`` or by
         name (the others keep the model's ``X0``); default the model's ``X0``.  Only
@@ -757,6 +793,12 @@ def simulate(
     module = resolve_model(model)
     # the names first: a misspelled one must not wait for kernels to be specialized
     p = parameter_vector(module, params, x0)
+    x = np.concatenate(
+        [
+            coordinate_vector(module, q0, module.Q0, "q0"),
+            coordinate_vector(module, qd0, module.QD0, "qd0"),
+        ]
+    )
     check_states_supported(module, spec)
     kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
@@ -771,7 +813,6 @@ def simulate(
     # (m + 2 + 3n + 3), energy and power (3)
     _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
-    x = np.concatenate([state_vector(q0, module.Q0, "q0"), state_vector(qd0, module.QD0, "qd0")])
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
 
@@ -783,6 +824,7 @@ def simulate(
     removed = _redundant_rows(
         module, t0, x[:n], p, constraints, newton_tol, assemble is not False, kernel
     )
+    _check_motion(module, spec, t0, float(t_end), x, p, removed, kernel)
     rows = n_steps // output_every + 1
     warned: list[str] = []
     residuals0 = constraint_residuals(module, t0, x[:n], x[n:], p, kernel)

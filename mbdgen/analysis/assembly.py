@@ -255,6 +255,33 @@ def dependent_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> list[int]:
     return [int(i) for i in np.flatnonzero(weight > 1e-8)]
 
 
+def at_origin(module: ModuleType, q: Sequence[float]) -> bool:
+    """Whether ``q`` puts every body of a mechanism at the origin, unrotated: the q0 a
+    body gets where the model gives it none (planar (0, 0, 0), spatial (0, 0, 0, 1, 0,
+    0, 0), a point body 0).  False for a generalized-coordinate model, whose q = 0 is
+    as likely chosen as defaulted."""
+    kinds = tuple(getattr(module, "BODY_KINDS", ()))
+    q = np.asarray(q, dtype=np.float64)
+    if not kinds or q.shape != (module.N_COORDINATES,):
+        return False
+    origin = np.zeros(module.N_COORDINATES)
+    for kind, offset in zip(kinds, module.BODY_OFFSETS, strict=False):
+        if kind == "spatial":  # Euler parameters (1, 0, 0, 0)
+            origin[int(offset) + 3] = 1.0
+    return bool(np.array_equal(q, origin))
+
+
+def origin_advice(what: str) -> str:
+    """What a start at the origin (:func:`at_origin`) needs, for a message saying
+    ``what`` happened there: Newton's method from there need not find the configuration
+    in which the mechanism closes (the links lie on top of each other)."""
+    return (
+        "q0 defaults to the origin (no body is given a q0=: all of them sit there), and "
+        f"{what}; --assemble needs a start near a configuration that closes: give one, "
+        "roughly, by q0= of each body in the model or by --q0 NAME=VALUE"
+    )
+
+
 def assemble(
     module: ModuleType,
     *,
@@ -288,9 +315,12 @@ def assemble(
         raise MbdgenError(f"q0 and qd0 need {n} entries each")
 
     iterations = 0
+    origin = at_origin(module, q)
     phi = _kernel(module, "phi", t0, q, p)
     while np.abs(phi).max(initial=0.0) > tol:
         if iterations == max_iterations:
+            if origin:
+                raise MbdgenError(_origin_stall(module, phi, iterations, hold))
             raise MbdgenError(
                 f"assembly did not converge in {max_iterations} Newton iterations: "
                 f"‖Φ‖ = {np.linalg.norm(phi):.3e} remains; the constraints are inconsistent "
@@ -301,6 +331,8 @@ def assemble(
         q[free] += step
         new_phi = _kernel(module, "phi", t0, q, p)
         if iterations > 5 and np.linalg.norm(new_phi) > 0.9 * np.linalg.norm(phi):
+            if origin:  # no sign that the constraints are inconsistent: a poor start
+                raise MbdgenError(_origin_stall(module, new_phi, iterations, hold))
             raise MbdgenError(
                 f"assembly stalls at ‖Φ‖ = {np.linalg.norm(new_phi):.3e} after {iterations} "
                 "Newton iterations: the constraints are inconsistent (no q satisfies them) "
@@ -349,6 +381,15 @@ def assemble(
             getattr(module, "CONSTRAINT_NAMES", None) or (f"phi[{i}]" for i in range(m))
         ),
         involved=dependent_rows(phi_q) if redundant else [],
+    )
+
+
+def _origin_stall(module: ModuleType, phi: np.ndarray, iterations: int, hold: Sequence[str]) -> str:
+    held = f" with {', '.join(hold)} held" if hold else ""
+    return (
+        f"assembly from q0 at the origin stalls at ‖Φ‖ = {np.linalg.norm(phi):.3e} after "
+        f"{iterations} Newton iterations{held}: "
+        + origin_advice("Newton's method finds no closed configuration from there")
     )
 
 
@@ -426,6 +467,15 @@ def removable_rows(
     labels = tuple(getattr(module, "CONSTRAINT_NAMES", None) or (f"phi[{i}]" for i in range(m)))
     names = tuple(labels[i] for i in redundant)
     worst = float(np.abs(phi).max())
+    if not worst <= tol and not assembled and at_origin(module, q):
+        # rows that depend on the others where every body lies on top of the others: no
+        # sign of a redundant mechanism
+        raise MbdgenError(
+            origin_advice(
+                f"the constraints do not close there (‖Φ‖∞ = {worst:.3e}; Φ_q has rank "
+                f"{rank} of {m} there, row(s) {', '.join(names)} depend on the others)",
+            )
+        )
     if not worst <= tol:
         where = "after assembly" if assembled else "at q0"
         hint = "" if assembled else "; assemble q0 first (--assemble, or assemble=True)"
