@@ -10,9 +10,11 @@ where Arnold & Brüls' form of the method needs α M_{n+1} ã_n
 (:func:`mbdgen.runtime.hht.mass_lag`).  Generalized-α and Newmark-GCP were second
 order all along; they are fitted here as the same guard.
 
-Errors: max-norm of q and q̇ at the end time against RADAU5 at rtol = atol = 1e-12
-(fifth order, error-controlled: its error is below 1e-10, under 1 % of the finest
-level's here).  Slopes fitted over h = T/200 … T/6400, T the end time (6 step sizes,
+Errors: max-norm of q and q̇ at the end time against RADAU5 at rtol = atol = 1e-11
+(fifth order, error-controlled: it agrees with RADAU5 at 1e-10 and at 1e-12 to 7e-10
+on these models, under 1 % of the finest level's error; at 1e-12 its step size
+collapsed at t = 0.032 on the spatial double pendulum with one of the CSE orderings
+its kernels can be printed in, the floor of double precision).  Slopes fitted over h = T/200 … T/6400, T the end time (6 step sizes,
 5 halvings); measured (q, q̇), the smallest of each model's five methods:
 
     heavy top (dense)              hht α = 0: 2.00/1.95, newmark_gcp 1.97/1.96
@@ -62,13 +64,13 @@ METHODS = {
 
 @pytest.fixture(scope="module", params=list(MODELS))
 def reference(request):
-    """(module, end time, q, q̇ at the end time by RADAU5 at 1e-12)."""
+    """(module, end time, q, q̇ at the end time by RADAU5 at 1e-11)."""
     where, t_end = MODELS[request.param]
     if where == "example":
         module = import_generated(GENERATED / f"{request.param}.py")
     else:
         module = compile_model(TEST_MODELS / f"{request.param}.py", TEST_GENERATED)
-    ref = mbdgen.simulate(module, "radau5", h=1e-3, t_end=t_end, rtol=1e-12, atol=1e-12)
+    ref = mbdgen.simulate(module, "radau5", h=1e-3, t_end=t_end, rtol=1e-11, atol=1e-11)
     assert ref.t[-1] == pytest.approx(t_end, abs=1e-12)
     return module, t_end, ref.q[-1], ref.qd[-1]
 
