@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "a248ef444cb1dfe4"
+COMPILER_HASH = "f7895806e9644ca7"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "61e15e6e53960c812445b07947c06d25c557d19ef070550f741a578425d46143"
+BODY_HASH = "cca4f191390e72293139dca0f7b479bc1ebfdeffd5de86e438a81f9f5201d44c"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

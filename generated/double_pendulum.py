@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "a248ef444cb1dfe4"
+COMPILER_HASH = "f7895806e9644ca7"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "7f4879c02dc8dd7e18bc6e88a852b68ddece477078f1f51605bbe739c46aad9c"
+BODY_HASH = "b3786cfb409cfc7c19b182102e4d171c65139080ed6257b14701965f46201c87"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

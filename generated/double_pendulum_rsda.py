@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "a248ef444cb1dfe4"
+COMPILER_HASH = "f7895806e9644ca7"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "36ffe7cd5a519bd27c30c28de3175de2dd13243365a082d82723142b1f2dd1d6"
+BODY_HASH = "02d4f99156cac940b09a4254a4a268978d16b65dba085bae07040478205ea7de"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "a248ef444cb1dfe4"
+COMPILER_HASH = "f7895806e9644ca7"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "54d2c82af2e492135e944ae569b516d5ed10229b50cc40adac6be46be07bcfa7"
+BODY_HASH = "5588da62291aed2e6f04b4ffdfef518cb61175d28f49bdcaf15bf4d6206a2022"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "a248ef444cb1dfe4"
+COMPILER_HASH = "f7895806e9644ca7"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "1860fbf3a8c0178dfb520f4be501316998ff06895b41d3cc829593b3b86ee27d"
+BODY_HASH = "a832dba2462d5d15191c147a6055584171220c2a4971cc48d88c9f127d938f19"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

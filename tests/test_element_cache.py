@@ -288,3 +288,58 @@ def test_compile_jit_refuses_an_unknown_method(tmp_path):
     assert result.exit_code == 1
     assert "unknown method 'nope'" in result.output
     assert not (tmp_path / "fourbar.py").exists()  # checked before any work
+
+
+#: Links along (0.6, 0, −0.8): the products of inertia are Jxz only; along (0, 0.6, −0.8)
+#: (the double pendulum), Jyz only: five local parameters each, two layouts.
+SPHERICAL_CHAIN = ROOT / "tests" / "models" / "spherical_chain.py"
+SPATIAL_DOUBLE_PENDULUM = ROOT / "tests" / "models" / "spatial_double_pendulum.py"
+
+
+def _fresh_types(monkeypatch) -> None:
+    """Forget the element types built so far in this process (as a new process would)."""
+    from mbdgen.model import elements
+
+    monkeypatch.setattr(elements, "_TYPES", {})
+
+
+@pytest.mark.parametrize("where", ["process", "cache"])
+def test_a_module_does_not_depend_on_the_models_compiled_before(cache_dir, monkeypatch, where):
+    """The double pendulum's text, alone or after the spherical chain: in one process
+    (the in-memory types) or in two sharing the element cache.  Its bodies' type once
+    shared the chain's key (the number of local parameters, not their names): its
+    kernels then read its Jyz as Jxz, a different mass matrix."""
+    _fresh_types(monkeypatch)
+    reference = render(SPATIAL_DOUBLE_PENDULUM, element_cache=False)
+    _fresh_types(monkeypatch)
+    render(SPHERICAL_CHAIN, element_cache=where == "cache")
+    if where == "cache":
+        _fresh_types(monkeypatch)
+    text, how = _render(SPATIAL_DOUBLE_PENDULUM, element_cache=where == "cache")
+    assert text == reference
+    if where == "cache":
+        assert how["spatial_body_s"] == "derived"  # the chain's entry is not its type
+        assert how["spatial_gravity_s"] == "cached"
+
+
+def test_an_instance_gets_the_equations_of_its_own_parameters(monkeypatch):
+    """Two bodies of one model with five inertia parameters each, the product Jxz on
+    one and Jyz on the other, are two types: each instance's mass matrix is the one its
+    own parameters give, whichever body's type was built first."""
+    from mbdgen.model import elements, spatial
+
+    a = spatial.inertia(spatial.body("b1", 2.0, (1.0, 2.0, 3.0, 0.0, 0.5, 0.0)))
+    b = spatial.inertia(spatial.body("b2", 2.0, (1.0, 2.0, 3.0, 0.0, 0.0, 0.5)))
+    assert [n for n, _ in a.params] == ["m", "Jxx", "Jyy", "Jzz", "Jxz"]
+    assert [n for n, _ in b.params] == ["m", "Jxx", "Jyy", "Jzz", "Jyz"]
+    assert a.type_key != b.type_key
+
+    def mass(e: Element) -> sp.Matrix:
+        et = elements.element_type(e)
+        return et.local_mass.xreplace(dict(zip(et.p, (s for _, s in e.params), strict=True)))
+
+    _fresh_types(monkeypatch)
+    own = mass(b)
+    _fresh_types(monkeypatch)
+    mass(a)
+    assert mass(b) == own

@@ -12,8 +12,8 @@ with the same type does no SymPy work for it (no :func:`derive_blocks`, no CSE):
   reaction rows (what the global tables are built from).
 
 **Key.**  One JSON file per type, named by the SHA-256 of its *identity*:
-``Element.type_key`` (family, role, slot kinds, ground and point-mass slots, number
-of local parameters, the ``srepr`` of any user expression), which local parameters
+``Element.type_key`` (family, role, slot kinds, ground and point-mass slots, names
+of the local parameters, the ``srepr`` of any user expression), which local parameters
 are bound to user states, and the builder (module, name, the ``srepr`` of its bound
 arguments).  The files live in a folder named after the mbdgen version and a digest
 of every source that shapes them (:func:`source_digest`: the SymPy and SymEngine

@@ -178,8 +178,8 @@ class Element:
     """One instance of an element type.
 
     ``family`` names the type family (an identifier such as ``revolute``); the full
-    type also depends on the slot kinds, which slots are the ground, the number of
-    local parameters and ``key`` (the structure of any user expression).  ``params``
+    type also depends on the slot kinds, which slots are the ground, the names of the
+    local parameters in order and ``key`` (the structure of any user expression).  ``params``
     maps local parameter names, in order, to global parameter symbols; ``defaults``
     holds default values of the global symbols this element created itself.
     """
@@ -233,8 +233,16 @@ class Element:
 
     @property
     def type_key(self) -> tuple:
-        """Everything that makes two instances share one set of element kernels."""
-        key = (self.family, self.role, self.slots, self.ground_mask, len(self.params), self.key)
+        """Everything that makes two instances share one set of element kernels.
+
+        The local parameters by name, in order, not by count: local parameter j is
+        ``_p<j>`` in the kernels, and a family may take optional ones (a spatial body
+        keeps only the products of inertia that are not structural zeros: m, Jxx, Jyy,
+        Jzz with Jxz is another type than with Jyz).  Keyed by the count, the first of
+        the two built in a process, or stored in the element cache, served both.
+        """
+        names = tuple(name for name, _ in self.params)
+        key = (self.family, self.role, self.slots, self.ground_mask, names, self.key)
         return (*key, self.point_mask) if any(self.point_mask) else key
 
     @property
