@@ -464,7 +464,7 @@ def simulate(
 
     from mbdgen.methods import get_method
     from mbdgen.results import PLOT_SUFFIXES, check_destination, settings_text
-    from mbdgen.simulation import ConstraintWarning, check_tolerances
+    from mbdgen.simulation import ConstraintWarning, OutputSizeWarning, check_tolerances
     from mbdgen.simulation import simulate as run
 
     check_tolerances(get_method(method), rtol, atol)
@@ -495,9 +495,22 @@ def simulate(
             bar.update(int(1000 * t / t_final) - bar.pos)
 
     caught: list[warnings.WarningMessage] = []
+
+    def collect(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: object
+    ) -> None:
+        """Warnings are shown after the run with its checks, but the output's size
+        (said before the first step) now: a long run is the one it is about."""
+        if issubclass(category, OutputSizeWarning):
+            click.echo(("\n" if bar is not None else "") + f"warning: {message}", err=True)
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno))
+
     try:
-        with notice, warnings.catch_warnings(record=True) as caught:
+        with notice, warnings.catch_warnings():
             warnings.simplefilter("always", ConstraintWarning)
+            warnings.simplefilter("always", OutputSizeWarning)
+            warnings.showwarning = collect
             result = run(
                 module,
                 method=method,
