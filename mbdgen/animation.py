@@ -19,7 +19,9 @@ the generated module's metadata when the run was made):
 
 Frames sample the run at ``fps`` frames per second, in real time or at ``speed``
 (the output row nearest to each frame's time; a short run is slowed down), or take
-every ``every``-th output row.
+every ``every``-th output row, played in real time where the format can show frames
+that far apart (else at its nearest rate).  Any pace other than real time is written
+under the time stamp and returned in :class:`Playback`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,14 @@ MAX_PIXELS = 1920
 MIN_FRAMES = 50
 #: Most frames one animation may have (a GIF holds all of them in memory while written).
 MAX_FRAMES = 5000
+#: Frames per second unless given (or chosen by ``every``).
+DEFAULT_FPS = 25.0
+#: Fastest frame rate each format plays as written: GIF frame delays are whole 10 ms
+#: ticks and viewers (browsers, Pillow, most image viewers) show delays under 20 ms as
+#: 100 ms; MP4 players and screens refresh at 60 Hz.
+MAX_PLAY_FPS = {".gif": 50.0, ".mp4": 60.0}
+#: Slowest rate that ``every`` chooses by itself (a frame at most 1 s on screen).
+MIN_EVERY_FPS = 1.0
 #: Where the axes sit in the figure (left, bottom, width, height), room for tick labels.
 _AXES_RECT = (0.085, 0.065, 0.9, 0.92)
 #: Colors of x, y, z axes (body frames, the spatial view's global triad) and of traces.
@@ -119,12 +129,49 @@ def _parse_trace(spec: str, geo: dict[str, Any]) -> _Trace:
     return _Trace(spec, b, local)
 
 
-def _speed(t: np.ndarray, fps: float, every: int | None, speed: float | None) -> float | None:
+@dataclass(frozen=True)
+class Playback:
+    """How an animation plays: the output rows drawn, frames per second and the
+    simulated seconds per second of animation (1.0: real time)."""
+
+    rows: np.ndarray
+    fps: float
+    speed: float
+
+    @property
+    def pace(self) -> str:
+        """The pace in words: 'real time' or e.g. '0.25× real time'."""
+        return "real time" if self.speed == 1.0 else f"{self.speed:.3g}× real time"
+
+
+def _playback(
+    t: np.ndarray, suffix: str, fps: float | None, every: int | None, speed: float | None
+) -> Playback:
+    """Rows, frame rate and pace.  Frames at equal times are sampled at the rate the
+    format plays (``fps``, at most :data:`MAX_PLAY_FPS`); with ``every`` and no ``fps``
+    the rate is the one of the drawn rows' spacing (real time), kept within
+    [:data:`MIN_EVERY_FPS`, :data:`MAX_PLAY_FPS`], and the pace is what results."""
+    top = MAX_PLAY_FPS[suffix]
+    if every is None:
+        rate = min(DEFAULT_FPS if fps is None else float(fps), top)
+        pace = _speed(t, rate, speed)
+        return Playback(_rows(t, rate, pace), rate, pace)
+    rows = np.arange(0, len(t), every)
+    gaps, span = len(rows) - 1, float(t[rows[-1]] - t[rows[0]])
+    if gaps == 0 or not span > 0:
+        return Playback(rows, min(DEFAULT_FPS if fps is None else float(fps), top), 1.0)
+    if fps is None:
+        rate = min(max(gaps / span, MIN_EVERY_FPS), top)
+    else:
+        rate = min(float(fps), top)
+    pace = span * rate / gaps
+    return Playback(rows, rate, 1.0 if abs(pace - 1.0) < 1e-9 else pace)
+
+
+def _speed(t: np.ndarray, fps: float, speed: float | None) -> float:
     """Simulated seconds per second of animation: ``speed``, else 1 (real time) unless
     that gives fewer than :data:`MIN_FRAMES` frames (a short run: slow motion with up
-    to 100 frames); None with ``every``."""
-    if every is not None:
-        return None
+    to 100 frames)."""
     if speed is not None:
         return speed
     duration = float(t[-1] - t[0])
@@ -134,10 +181,8 @@ def _speed(t: np.ndarray, fps: float, every: int | None, speed: float | None) ->
     return duration * fps / (frames - 1)
 
 
-def _rows(t: np.ndarray, fps: float, every: int | None, speed: float | None) -> np.ndarray:
-    """Output rows shown as frames."""
-    if every is not None or speed is None:
-        return np.arange(0, len(t), every or 1)
+def _rows(t: np.ndarray, fps: float, speed: float) -> np.ndarray:
+    """Output rows shown as frames at equal times ``speed / fps`` apart."""
     n = int(math.floor((t[-1] - t[0]) * fps / speed + 1e-9)) + 1
     times = t[0] + np.arange(n) * (speed / fps)
     right = np.clip(np.searchsorted(t, times), 1, len(t) - 1)
@@ -191,12 +236,13 @@ def animate(
     path: str | Path,
     *,
     trace: Sequence[str] = (),
-    fps: float = 25.0,
+    fps: float | None = None,
     every: int | None = None,
     speed: float | None = None,
     size: tuple[int, int] = (640, 480),
     view: str | tuple[float, float] = "iso",
     module: Any = None,
+    on_playback: Callable[[Playback], None] | None = None,
 ) -> Path:
     """Write an animation of ``result`` (a :class:`~mbdgen.results.Result` or a saved
     ``.npz``) to ``path`` (``.gif`` or ``.mp4``, written atomically).
@@ -206,16 +252,22 @@ def animate(
     trace : body specs whose paths are drawn: ``"rod"`` (its centroid),
         ``"rod:slider"`` (the point of element ``slider`` on ``rod``) or
         ``"rod:0.2,0"`` (body-frame coordinates).
-    fps : frames per second of the animation.
-    every : one frame per ``every`` output rows (played at ``fps``), instead of
-        frames at equal times.
+    fps : frames per second of the animation (default :data:`DEFAULT_FPS`; a GIF
+        plays at most 50, an MP4 at most 60: a higher rate is lowered to that).
+    every : one frame per ``every`` output rows, instead of frames at equal times;
+        without ``fps`` played in real time (the rate of the drawn rows' spacing) where
+        1 to 50 (GIF) or 60 (MP4) frames per second give it, else at the nearest of
+        those rates.
     speed : simulated seconds per second of animation (default 1, real time; a run
         that would give fewer than :data:`MIN_FRAMES` frames is slowed down to up to
-        100 frames, and the time stamp says so).
+        100 frames).
+        Every pace other than real time is written under the time stamp
+        ("(0.25× real time)").
     size : (width, height) in pixels, at most :data:`MAX_PIXELS` each (MP4: even).
     view : spatial models: ``"iso"``, ``"xy"``, ``"xz"``, ``"yz"`` or (azimuth,
         elevation) in degrees, z up.
     module : the generated module, to draw a result saved without geometry.
+    on_playback : called with the :class:`Playback` (rows, rate, pace) before drawing.
 
     Returns the path written.  Raises :class:`~mbdgen.errors.OutputError` for an
     unusable path, :class:`~mbdgen.errors.ResultFileError` or
@@ -228,7 +280,9 @@ def animate(
             f"cannot write {str(path)!r}: an animation is a .gif or .mp4 file, not "
             f"{path.suffix or 'a file without suffix'}"
         )
-    if not (isinstance(fps, (int, float)) and math.isfinite(fps) and 0 < fps <= 100):
+    if fps is not None and not (
+        isinstance(fps, (int, float)) and math.isfinite(fps) and 0 < fps <= 100
+    ):
         raise MbdgenError(f"fps must be a number in (0, 100], not {fps!r}")
     if every is not None and (not isinstance(every, int) or every < 1):
         raise MbdgenError(f"every must be a positive integer, not {every!r}")
@@ -257,19 +311,21 @@ def animate(
     traces = [_parse_trace(s, geo) for s in trace]
     if len(result) == 0:
         raise MbdgenError("the result has no output rows to animate")
-    speed = _speed(result.t, float(fps), every, speed)
-    rows = _rows(result.t, float(fps), every, speed)
+    plan = _playback(result.t, suffix, fps, every, speed)
+    rows = plan.rows
     if len(rows) > MAX_FRAMES:
         raise MbdgenError(
             f"{len(rows)} frames is more than {MAX_FRAMES}: lower fps or show every k-th "
             "output row (every=k, --every k)"
         )
     renderer = _Renderer(result, geo, traces, rows, (width, height), view)
-    renderer.speed = speed
+    renderer.speed = plan.speed
+    if on_playback is not None:
+        on_playback(plan)
     if suffix == ".gif":
-        _write_gif(path, renderer, fps)
+        _write_gif(path, renderer, plan.fps)
     else:
-        _write_mp4(path, renderer, fps, (width, height), imageio_ffmpeg)
+        _write_mp4(path, renderer, plan.fps, (width, height), imageio_ffmpeg)
     return path
 
 
@@ -277,7 +333,7 @@ class _Renderer:
     """Computes every drawn position up front (vectorized over frames), then draws."""
 
     #: Simulated seconds per second of animation, shown in the time stamp unless 1.
-    speed: float | None = 1.0
+    speed: float = 1.0
 
     def __init__(
         self,
@@ -518,19 +574,23 @@ class _Renderer:
             (line,) = ax.plot([], [], lw=1.0, color=color, alpha=0.8, animated=True)
             line.set_label(tr.label)
             trace_lines.append(line)
+        # a pace other than real time is the stamp's second line: the legend goes below it
+        pace = "" if self.speed == 1.0 else f"\n({self.speed:.3g}× real time)"
         if trace_lines:
+            below = 10 * 1.2 * dpi / 72 / (_AXES_RECT[3] * self.size[1]) if pace else 0.0
             ax.legend(
-                handles=trace_lines, loc="upper left", bbox_to_anchor=(0.0, 0.95), fontsize=8,
-                frameon=False,
+                handles=trace_lines, loc="upper left", bbox_to_anchor=(0.0, 0.95 - below),
+                fontsize=8, frameon=False,
             )  # fmt: skip
             canvas.draw()
             background = canvas.copy_from_bbox(fig.bbox)
+        # a light backing keeps the stamp legible over the drawing
         stamp = ax.text(
             0.01, 0.98, "", transform=ax.transAxes, ha="left", va="top", fontsize=10,
-            animated=True,
+            animated=True, bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1},
         )  # fmt: skip
-        digits = max(0, min(6, -int(math.floor(math.log10(max(self._dt(), 1e-12))))))
-        pace = "" if self.speed in (None, 1.0) else f"   ({self.speed:.3g}× real time)"
+        # decimals of the frame spacing (0.01 s: 2; log10 of 0.00999… is just below -2)
+        digits = max(0, min(6, -int(math.floor(math.log10(max(self._dt(), 1e-12)) + 1e-6))))
         animated = [*(p for p, _ in polys), *(b for b, _ in bars), links, springs, axis_lines]
         animated += [*trace_lines, *block_marks, cdots, joints, stamp]
 
@@ -575,7 +635,11 @@ def _write_gif(path: Path, renderer: _Renderer, fps: float) -> None:
     sample = np.concatenate(list(renderer.frames([last, 0])), axis=0)
     palette = rgb(sample).quantize(colors=96, method=Image.Quantize.MEDIANCUT)
     images = [rgb(f).quantize(palette=palette, dither=Image.Dither.NONE) for f in renderer.frames()]
-    duration = max(20, int(round(1000.0 / fps)))  # GIF delays are in 10 ms; browsers clamp < 20
+    # GIF delays are whole 10 ms ticks: frame k starts at tick round(100 k / fps), so a
+    # rate that is not a whole number of ticks (40 fps: 20, 30, 20, 30 ms) keeps real
+    # time over the whole animation; fps <= 50 keeps every delay >= 20 ms (what viewers show)
+    ticks = np.round(np.arange(len(images) + 1) * (100.0 / fps)).astype(np.int64)
+    duration = [int(d) * 10 for d in np.diff(ticks)]
     try:
         with atomic_write(path) as fh:
             images[0].save(

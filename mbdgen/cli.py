@@ -464,7 +464,7 @@ def simulate(
 
     from mbdgen.methods import get_method
     from mbdgen.results import PLOT_SUFFIXES, check_destination, settings_text
-    from mbdgen.simulation import ConstraintWarning, check_tolerances
+    from mbdgen.simulation import ConstraintWarning, OutputSizeWarning, check_tolerances
     from mbdgen.simulation import simulate as run
 
     check_tolerances(get_method(method), rtol, atol)
@@ -495,9 +495,22 @@ def simulate(
             bar.update(int(1000 * t / t_final) - bar.pos)
 
     caught: list[warnings.WarningMessage] = []
+
+    def collect(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: object
+    ) -> None:
+        """Warnings are shown after the run with its checks, but the output's size
+        (said before the first step) now: a long run is the one it is about."""
+        if issubclass(category, OutputSizeWarning):
+            click.echo(("\n" if bar is not None else "") + f"warning: {message}", err=True)
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno))
+
     try:
-        with notice, warnings.catch_warnings(record=True) as caught:
+        with notice, warnings.catch_warnings():
             warnings.simplefilter("always", ConstraintWarning)
+            warnings.simplefilter("always", OutputSizeWarning)
+            warnings.showwarning = collect
             result = run(
                 module,
                 method=method,
@@ -1114,7 +1127,13 @@ def baseline_check(settings: str | None, cases: tuple[str, ...], junit: str | No
     help="Draw the path of a point: BODY (centroid), BODY:ELEMENT (that element's point "
     "on it) or BODY:X,Y[,Z] (body frame); repeatable.",
 )
-@click.option("--fps", default=25.0, show_default=True, type=float, help="Frames per second.")
+@click.option(
+    "--fps",
+    default=None,
+    type=float,
+    help="Frames per second (default 25, or with --every the rate that plays it in real "
+    "time; a GIF plays at most 50, an MP4 60).",
+)
 @click.option(
     "--every",
     default=None,
@@ -1145,7 +1164,7 @@ def animate_cmd(
     result: str,
     output: str,
     trace: tuple[str, ...],
-    fps: float,
+    fps: float | None,
     every: int | None,
     speed: float | None,
     size: str,
@@ -1154,7 +1173,7 @@ def animate_cmd(
     out_dir: str,
 ) -> None:
     """Animate a saved RESULT (.npz): bodies, ground, joints, time stamp and traces."""
-    from mbdgen.animation import VIEWS, animate
+    from mbdgen.animation import VIEWS, Playback, animate
 
     try:
         width, height = (int(v) for v in size.lower().split("x"))
@@ -1174,6 +1193,7 @@ def animate_cmd(
         from mbdgen.compiler import compile as compile_model
 
         module = compile_model(model_path, out_dir)
+    plans: list[Playback] = []
     path = animate(
         result,
         output,
@@ -1184,8 +1204,10 @@ def animate_cmd(
         size=(width, height),
         view=the_view,
         module=module,
+        on_playback=plans.append,
     )
-    click.echo(f"wrote {path}")
+    plan = plans[0]
+    click.echo(f"wrote {path} ({len(plan.rows)} frames at {plan.fps:.3g} fps, {plan.pace})")
 
 
 # --------------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ ENERGY_TOL = 1e-3
 RTOL_MIN = 100.0 * float(np.finfo(np.float64).eps)
 #: Largest share of the machine's memory the output arrays may take.
 MEMORY_SHARE = 0.5
+#: Share of the memory available when a run starts (``MemAvailable``) above which its
+#: output is announced before the first step (:class:`OutputSizeWarning`).
+MEMORY_WARN_SHARE = 0.25
 #: simulate()'s keywords that are one family's option → (what it is, its method).
 FAMILY_KEYWORDS = {
     "hht_alpha": ("HHT's α", "hht and hht_adaptive"),
@@ -76,6 +79,11 @@ class ConstraintWarning(UserWarning):
     """A run finished, but its result violates the constraints beyond ``phi_tol``."""
 
 
+class OutputSizeWarning(UserWarning):
+    """A run's output will take more than :data:`MEMORY_WARN_SHARE` of the memory
+    available; said before the run starts (no check of the result: ``strict`` ignores it)."""
+
+
 def _memory_bytes() -> int | None:
     """Physical memory of this machine, or None where the OS does not say."""
     try:
@@ -84,15 +92,55 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def _available_bytes() -> int | None:
+    """Memory available to this process now: ``MemAvailable`` of /proc/meminfo (Linux:
+    free memory plus the caches the kernel can drop), else the free pages
+    (``os.sysconf``), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _bytes_text(nbytes: float) -> str:
+    """``256 kB``, ``2.56 GB``: three digits, decimal units."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def _check_output_size(rows: int, width: int, output_every: int) -> None:
-    """Refuse, before allocating, an output that would not fit in memory."""
+    """Refuse, before allocating, an output that would not fit in memory; announce one
+    that takes more than :data:`MEMORY_WARN_SHARE` of the memory available.  The
+    estimate (every number a row may hold) is about the peak of a run and its save:
+    the pendulum's 1e6 rows, 256 MB estimated, peaked at 246 MB (a 92 MB .npz)."""
     need = 8.0 * rows * width
     have = _memory_bytes()
+    remedy = (
+        f"record fewer rows with a larger output_every (--output-every, now {output_every}) "
+        "or a shorter t_end"
+    )
     if have is not None and need > MEMORY_SHARE * have:
         raise MbdgenError(
             f"the output would need {need / 2**30:.3g} GiB ({rows:,} rows of {width} numbers) "
-            f"but this machine has {have / 2**30:.3g} GiB: record fewer rows with a larger "
-            f"output_every (--output-every, now {output_every}) or a shorter t_end"
+            f"but this machine has {have / 2**30:.3g} GiB: {remedy}"
+        )
+    free = _available_bytes()
+    if free is not None and need > MEMORY_WARN_SHARE * free:
+        warnings.warn(
+            f"the output will take about {_bytes_text(need)} in memory ({rows:,} rows of "
+            f"{width} numbers), more than {100 * MEMORY_WARN_SHARE:g} % of the "
+            f"{_bytes_text(free)} available: {remedy}",
+            OutputSizeWarning,
+            stacklevel=3,
         )
 
 

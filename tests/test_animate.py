@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from click.testing import CliRunner
-from conftest import GENERATED, MODELS
+from conftest import GENERATED, MODELS, cli
 from PIL import Image
 
 import mbdgen
@@ -242,3 +242,82 @@ def test_point_mass_bodies_are_drawn_at_their_position():
     pts = [x for xs in _world_points(module, q0).values() for x in xs]
     assert any(np.linalg.norm(x) < TOL for x in pts)
     assert any(abs(np.linalg.norm(x) - 1.0) < TOL for x in pts)
+
+
+def _stamps(monkeypatch) -> list[str]:
+    """The time-stamp texts the renderer sets (matplotlib's Text.set_text, spied on)."""
+    from matplotlib.text import Text
+
+    seen: list[str] = []
+    original = Text.set_text
+
+    def spy(self, s):
+        if str(s).startswith("t = "):
+            seen.append(str(s))
+        return original(self, s)
+
+    monkeypatch.setattr(Text, "set_text", spy)
+    return seen
+
+
+def _durations(path) -> list[int]:
+    with Image.open(path) as im:
+        out = []
+        for k in range(im.n_frames):
+            im.seek(k)
+            out.append(im.info["duration"])
+    return out
+
+
+def test_every_plays_in_real_time_where_the_gif_can(chain, tmp_path, monkeypatch):
+    """Issue 46 §21: ``--every k`` played its frames at 25 fps whatever their spacing,
+    so 0.01 s apart it ran 4× slower than real time and the stamp said nothing.  Rows
+    0.005 s apart, every 5th: 0.025 s between frames, which GIF's 10 ms delays give as
+    20/30 ms alternating, in real time over the whole run (within one 10 ms tick)."""
+    stamps = _stamps(monkeypatch)
+    r = _rigid_chain_result(chain, t_end=1.0, rows=201)
+    gif = animate(r, tmp_path / "a.gif", every=5, size=(64, 48))
+    durations = _durations(gif)
+    assert len(durations) == 41 and set(durations) <= {20, 30}
+    assert abs(sum(durations) - 41 * 25) <= 10
+    assert stamps and not any("real time" in s for s in stamps)
+
+
+def test_every_faster_than_a_gif_can_show_says_its_speed(chain, tmp_path, monkeypatch):
+    """Frames 0.01 s apart need 10 ms delays, which viewers clamp: the GIF plays at its
+    fastest, 20 ms (50 fps), and the stamp (its second line) and the CLI's summary say
+    0.5× real time; an
+    explicit --fps is obeyed and its speed said too (0.25× at 25 fps)."""
+    stamps = _stamps(monkeypatch)
+    r = _rigid_chain_result(chain, t_end=1.0, rows=1001)
+    gif = animate(r, tmp_path / "a.gif", every=10, size=(64, 48))
+    assert set(_durations(gif)) == {20}
+    assert stamps[-1] == "t = 1.00 s\n(0.5× real time)"
+    r.save(tmp_path / "r.npz")
+    code, out = cli("animate", tmp_path / "r.npz", "-o", tmp_path / "b.gif", "--every", 10,
+                    "--fps", 25, "--size", "64x48")  # fmt: skip
+    assert code == 0, out
+    assert out.strip() == f"wrote {tmp_path / 'b.gif'} (101 frames at 25 fps, 0.25× real time)"
+    assert set(_durations(tmp_path / "b.gif")) == {40}
+    assert stamps[-1] == "t = 1.00 s\n(0.25× real time)"
+
+
+def test_mp4_every_takes_the_rate_of_its_frames(chain, tmp_path):
+    """MP4 frame rates are rationals: frames 1/30 s apart play at 30 fps, real time."""
+    ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    r = _rigid_chain_result(chain, t_end=1.0, rows=91)
+    seen = []
+    out = animate(r, tmp_path / "a.mp4", every=3, size=(64, 48), on_playback=seen.append)
+    assert seen[0].fps == pytest.approx(30.0) and seen[0].speed == 1.0
+    meta = next(ffmpeg.read_frames(str(out)))
+    assert meta["fps"] == pytest.approx(30.0)
+
+
+def test_a_gif_faster_than_50_fps_is_sampled_at_50(chain, tmp_path):
+    """--fps 100 into a GIF used to sample 100 frames a second and show each for 20 ms
+    (half speed, unsaid); it now samples at the 50 fps a GIF can show, in real time."""
+    r = _rigid_chain_result(chain, t_end=1.0, rows=1001)
+    seen = []
+    gif = animate(r, tmp_path / "a.gif", fps=100, size=(64, 48), on_playback=seen.append)
+    assert set(_durations(gif)) == {20} and len(_durations(gif)) == 51
+    assert seen[0].fps == 50 and seen[0].speed == 1.0
