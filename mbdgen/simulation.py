@@ -44,6 +44,7 @@ from mbdgen.steppers import (
     Stepper,
     evaluation_kernel,
 )
+from mbdgen.units import label_result
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -212,8 +213,7 @@ def derived_quantities(
     with reactions on their first use (or on save), so runs that never look at
     reactions pay neither time, nor memory, nor the reactions kernel's compile.
     """
-    names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
-    result.constraint_names = names
+    label_result(result, module)  # λ's names, units and kinds (mbdgen.units)
     if not hasattr(module, "derived"):  # a module generated before energy kernels
         return
     rows = len(result)
@@ -954,7 +954,7 @@ def simulate(
                 "warnings": warned,
             },
         )
-        result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+        label_result(result, module)
         result.reaction_names = reaction_names(module, len(result))
         result.step_history = loop.history_array()
         p_final = np.array(p, dtype=np.float64)
