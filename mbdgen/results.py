@@ -615,8 +615,37 @@ class Result:
                 columns = self._column_names(name)
                 if columns:
                     ds.attrs["columns"] = columns
+                units = self._units(name)
+                if units:
+                    ds.attrs["units"] = units
                 ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
         fh.write(buffer.getbuffer())
+
+    def _units(self, name: str) -> str | list[str] | None:
+        """The ``units`` attribute of dataset ``name`` (ASCII, UDUNITS syntax): one unit
+        for the whole array, or one per column with "" where a column's is not known;
+        None (no attribute) where none is known.  t in s; q, q̇, q̈ of a mechanism's
+        bodies (x, y, z in m, a planar angle in rad, Euler parameters "1"); λ per row
+        (:mod:`mbdgen.units`); energy J, power W, reactions N and N m.  The coordinates
+        of a generalized-coordinate model and the user states are in the user's units,
+        which mbdgen does not know."""
+        from mbdgen.units import ascii_unit, coordinate_units, rate_unit
+
+        whole = {"t": "s", "energy": "J", "power": "W"}
+        if name in whole:
+            return whole[name]
+        units: list[str] = []
+        if name in ("q", "qd", "qdd"):
+            order = ("q", "qd", "qdd").index(name)
+            base = coordinate_units(self.coordinates, self.info.get("bodies") or {})
+            units = [ascii_unit(rate_unit(u, order)) for u in base]
+        elif name == "lam":
+            units = [ascii_unit(u) for u in self.constraint_units]
+        elif name == "reactions":
+            units = ["N" if c.startswith("F") else "N m" for c in self._column_names("reactions")]
+        elif name == "step_history":
+            units = ["s", "1", "s", "1", "1", "1"]
+        return units if any(units) else None
 
     def _column_names(self, name: str) -> list[str]:
         if name in ("q", "qdd"):

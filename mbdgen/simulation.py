@@ -272,6 +272,26 @@ def reaction_names(module: ModuleType, rows: int) -> tuple[str, ...]:
     return tuple(getattr(module, "REACTION_NAMES", ()))
 
 
+def method_settings(
+    method: str, start: str, constraints: str, alpha: float, beta: float
+) -> dict[str, Any]:
+    """The settings of :func:`simulate` that ``method`` used, for ``Result.info`` (and so
+    for a saved file's attributes): the Adams start-up only for the fixed-step Adams
+    methods, the constraint handling only for a method that does not enforce the
+    constraints itself, Baumgarte's gains only where the handling uses them
+    (``baumgarte``, ``hybrid``).  An ``hht_adaptive`` file said alpha = 0,
+    start = 'rkf45', constraints = 'direct', none of which it used (issue 46, case 20)."""
+    spec = get_method(method)
+    out: dict[str, Any] = {}
+    if spec.family == "adams":
+        out["start"] = start
+    if not spec.enforces_constraints:
+        out["constraints"] = constraints
+        if constraints in ("baumgarte", "hybrid"):
+            out.update(alpha=float(alpha), beta=float(beta))
+    return out
+
+
 def body_layout(module: ModuleType) -> dict[str, list[int]]:
     """``{body: [offset, size]}`` of a mechanism's bodies in q (size 3: planar, 7:
     spatial with Euler parameters); empty for a generalized-coordinate model."""
@@ -926,10 +946,7 @@ def simulate(
                 "h": h,
                 "t0": t0,
                 "t_end": float(t_end),
-                "alpha": float(alpha),
-                "beta": float(beta),
-                "start": start,
-                "constraints": constraints,
+                **method_settings(spec.name, start, constraints, alpha, beta),
                 "assembled_holding": None if assemble is False else list(hold),
                 "projected_start": projected,
                 # error-controlled index-3 methods: output rows projected onto Φ = 0

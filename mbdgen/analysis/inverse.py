@@ -149,6 +149,15 @@ class _InverseResult(Result):
             arrays["residual"] = self.inverse.residual
         return arrays
 
+    def _units(self, name: str) -> str | list[str] | None:
+        if name == "driving" and self.inverse is not None:
+            from mbdgen.units import ascii_unit
+
+            given = self.inverse.constraint_units
+            units = [ascii_unit(given[i]) if i < len(given) else "" for i in self.inverse.drivers]
+            return units if any(units) else None
+        return super()._units(name)
+
     def _column_names(self, name: str) -> list[str]:
         if name == "driving" and self.inverse is not None:
             return [self.inverse.constraint_names[i] for i in self.inverse.drivers]
