@@ -23,6 +23,10 @@ from mbdgen import __version__, interrupts
 from mbdgen.errors import MbdgenError, SimulationError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    import numpy as np
+
     from mbdgen.timing import CompileReport
 
 _T = TypeVar("_T")
@@ -713,7 +717,21 @@ def assemble_cmd(
     click.echo(f"{'':<{width}}  {'q':>14}  {'q̇':>14}  {'q̈':>14}")
     for i, name in enumerate(module.COORDINATE_NAMES):
         click.echo(f"{name:<{width}}  {a.q[i]:>14.10g}  {a.qd[i]:>14.10g}  {a.qdd[i]:>14.10g}")
-    click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in a.lam) + "]")
+    _echo_multipliers(module, a.lam)
+
+
+def _echo_multipliers(module: ModuleType, lam: np.ndarray) -> None:
+    """One line per multiplier: its row, its unit and what the row is (a joint's
+    position or angle row, a body's Euler-parameter normalization; mbdgen.units)."""
+    from mbdgen.units import multipliers
+
+    rows = multipliers(module)
+    heads = [f"λ {r.name} [{r.unit}]" if r.unit else f"λ {r.name}" for r in rows]
+    width = max(map(len, heads), default=0)
+    for r, head, value in zip(rows, heads, lam, strict=True):
+        what = [] if r.unit else ["unit unknown"]
+        what += [r.kind] if r.kind else []
+        click.echo(f"{head:<{width}} = {value:>17.10g}  ({'; '.join(what)})")
 
 
 def _time_options(f: Callable[..., None]) -> Callable[..., None]:
@@ -834,7 +852,7 @@ def inverse_cmd(
         ),
         output,
     )
-    labels = [r.constraint_names[i] for i in r.drivers]
+    labels = r.driver_labels()  # name [unit] of each driver row
     click.echo(
         f"{module.MODEL_NAME}: inverse dynamics at {len(r.t)} times to t={t_end:g}; "
         f"max residual of Φ_qᵀλ = Q − M q̈ {r.info['max_residual']:.2e}"
@@ -842,7 +860,7 @@ def inverse_cmd(
     if not labels:
         click.echo("no driver rows (no constraint depends on t); name rows with --driver")
     else:
-        click.echo("driving forces −λ of the driver rows:")
+        click.echo("driving forces −λ of the driver rows (N for a row in m, N·m in rad):")
         width = max(14, *(len(s) for s in labels))
         click.echo(f"{'t':>12}  " + "  ".join(f"{s:>{width}}" for s in labels))
         stride = max(1, (len(r.t) - 1) // 10)
@@ -901,7 +919,7 @@ def equilibrium_cmd(
     width = max(len(name) for name in module.COORDINATE_NAMES)
     for name, value in zip(module.COORDINATE_NAMES, e.q, strict=True):
         click.echo(f"{name:<{width}}  {value:>18.12g}")
-    click.echo("λ = [" + ", ".join(f"{v:.10g}" for v in e.lam) + "]")
+    _echo_multipliers(module, e.lam)
 
 
 def _write_json(path: str, value: object) -> None:

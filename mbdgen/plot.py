@@ -8,7 +8,9 @@ over time, sharing the time axis:
   their own), or per kind of coordinate for a generalized-coordinate model;
 - ``energy``: T, V and T + V, and the drift of the balance T + V − E0 − ∫P dt;
 - ``phi``: ‖Φ‖ and ‖Φ_q q̇ + Φ_t‖ on a log axis (exact zeros drawn at a floor);
-- ``lam``: the multipliers λ, one panel per joint;
+- ``lam``: the multipliers λ, one panel per joint, driver or body (a spatial body's
+  Euler-parameter normalization row), each row with its unit (N, N·m, N/m; "unit
+  unknown" for a generalized-coordinate model or an older file, :mod:`mbdgen.units`);
 - ``reactions``: joint reactions, one panel per ``<joint>.<body>`` (force in N left,
   torque in N·m right);
 - ``steps``: mean step size, order and Newton iterations per step over time, from
@@ -300,11 +302,37 @@ def plot_result(
         for joint, idx in panels.capped(list(joints.items()), "joints (λ)"):
 
             def draw_lam(ax, joint=joint, idx=idx):
+                # rows of one element may differ in unit (a revolute's N and N·m): one
+                # line style per unit, named on the axis; "unit unknown" where it is
+                units = list(
+                    dict.fromkeys(result.multiplier_label(i).split(" ", 1)[1] for i in idx)
+                )
+                styles = ("-", "--", ":", "-.")
                 for i in idx:
-                    ax.plot(t, result.lam[:, i], lw=1.0, label=names[i])
-                ax.set_ylabel("λ")
+                    unit = result.multiplier_label(i).split(" ", 1)[1]
+                    ax.plot(
+                        t,
+                        result.lam[:, i],
+                        lw=1.0,
+                        ls=styles[units.index(unit) % len(styles)],
+                        label=result.multiplier_label(i),
+                    )
+                if len(units) == 1:
+                    ax.set_ylabel(f"λ {units[0]}")
+                else:
+                    shown = ", ".join(
+                        f"{u} {('solid', 'dashed', 'dotted', 'dash-dot')[k % 4]}"
+                        for k, u in enumerate(units)
+                    )
+                    ax.set_ylabel(f"λ {shown}", fontsize="small")
                 ax.legend(loc="upper right", fontsize="small", ncol=min(5, len(idx)))
-                ax.set_title(f"λ: {joint}", fontsize="medium", loc="left")
+                kinds = list(dict.fromkeys(k for i in idx if (k := result.multiplier_kind(i))))
+                title = f"λ: {joint}"
+                if kinds and kinds[0].startswith("Euler-parameter normalization"):
+                    title += f" — {kinds[0]} (not a joint)"
+                elif kinds:
+                    title += f" ({kinds[0].split(',', 1)[0]})"
+                ax.set_title(title, fontsize="medium", loc="left")
 
             panels.add(draw_lam)
 

@@ -177,6 +177,10 @@ class Result:
         torque at the joint point on each body, global then body frame), or None.
     reaction_names : the R row labels, ``<joint>.<body>``.
     constraint_names : a label per column of ``lam``.
+    constraint_units, constraint_kinds : per column of ``lam``, the unit of λ (N, N·m,
+        N/m; "" where it is not known) and what its row is ("revolute joint, Φ in m",
+        "Euler-parameter normalization pᵀp − 1 of body crank"; see :mod:`mbdgen.units`);
+        empty for a file written before they were recorded.
     states, state_rates : (N, nd) user differential states X and their rates Ẋ
         (Negrut et al. 2007, Eq. 8a), columns named by ``state_names``; (N, 0) for a
         model without states.
@@ -198,6 +202,8 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     reaction_names: tuple[str, ...] = ()
     constraint_names: tuple[str, ...] = ()
+    constraint_units: tuple[str, ...] = ()
+    constraint_kinds: tuple[str, ...] = ()
     _energy: np.ndarray | None = field(default=None, repr=False)
     _reactions: np.ndarray | None = field(default=None, repr=False)
     _power: np.ndarray | None = field(default=None, repr=False)
@@ -216,6 +222,17 @@ class Result:
             value = getattr(self, name)
             if value.size == 0:
                 setattr(self, name, np.zeros((rows, nd)))
+
+    def multiplier_label(self, i: int) -> str:
+        """``pivot[0] [N]``: the name of λ_i's row and its unit, "(unit unknown)" where
+        the result does not know it (a generalized-coordinate model, an older file)."""
+        name = self.constraint_names[i] if i < len(self.constraint_names) else f"λ[{i}]"
+        unit = self.constraint_units[i] if i < len(self.constraint_units) else ""
+        return f"{name} [{unit}]" if unit else f"{name} (unit unknown)"
+
+    def multiplier_kind(self, i: int) -> str:
+        """What λ_i's row is (:attr:`constraint_kinds`), "" where not known."""
+        return self.constraint_kinds[i] if i < len(self.constraint_kinds) else ""
 
     def _derived(self) -> None:
         if self._derive is not None:
@@ -422,8 +439,8 @@ class Result:
                     f"    {name:<{width}}  {self.states[-1, i]:>16.10g}  "
                     f"{self.state_rates[-1, i]:>16.10g}"
                 )
-            for i, name in enumerate(self.constraint_names or range(self.lam.shape[1])):
-                lines.append(f"    λ {name}: {self.lam[-1, i]:.10g}")
+            for i in range(self.lam.shape[1]):
+                lines.append(f"    λ {self.multiplier_label(i)}: {self.lam[-1, i]:.10g}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -534,6 +551,8 @@ class Result:
             "state_names": list(self.state_names),
             "reaction_names": list(self.reaction_names),
             "constraint_names": list(self.constraint_names),
+            "constraint_units": list(self.constraint_units),
+            "constraint_kinds": list(self.constraint_kinds),
             "counters": self.counters,
             "info": self.info,
         }
@@ -596,8 +615,37 @@ class Result:
                 columns = self._column_names(name)
                 if columns:
                     ds.attrs["columns"] = columns
+                units = self._units(name)
+                if units:
+                    ds.attrs["units"] = units
                 ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
         fh.write(buffer.getbuffer())
+
+    def _units(self, name: str) -> str | list[str] | None:
+        """The ``units`` attribute of dataset ``name`` (ASCII, UDUNITS syntax): one unit
+        for the whole array, or one per column with "" where a column's is not known;
+        None (no attribute) where none is known.  t in s; q, q̇, q̈ of a mechanism's
+        bodies (x, y, z in m, a planar angle in rad, Euler parameters "1"); λ per row
+        (:mod:`mbdgen.units`); energy J, power W, reactions N and N m.  The coordinates
+        of a generalized-coordinate model and the user states are in the user's units,
+        which mbdgen does not know."""
+        from mbdgen.units import ascii_unit, coordinate_units, rate_unit
+
+        whole = {"t": "s", "energy": "J", "power": "W"}
+        if name in whole:
+            return whole[name]
+        units: list[str] = []
+        if name in ("q", "qd", "qdd"):
+            order = ("q", "qd", "qdd").index(name)
+            base = coordinate_units(self.coordinates, self.info.get("bodies") or {})
+            units = [ascii_unit(rate_unit(u, order)) for u in base]
+        elif name == "lam":
+            units = [ascii_unit(u) for u in self.constraint_units]
+        elif name == "reactions":
+            units = ["N" if c.startswith("F") else "N m" for c in self._column_names("reactions")]
+        elif name == "step_history":
+            units = ["s", "1", "s", "1", "1", "1"]
+        return units if any(units) else None
 
     def _column_names(self, name: str) -> list[str]:
         if name in ("q", "qdd"):
@@ -725,13 +773,22 @@ def load(path: str | Path) -> Result:
         _power=arrays.get("power"),
         reaction_names=tuple(meta.get("reaction_names", ())),
         constraint_names=tuple(meta.get("constraint_names", ())),
+        constraint_units=tuple(meta.get("constraint_units", ())),  # () before they were saved
+        constraint_kinds=tuple(meta.get("constraint_kinds", ())),
         state_names=tuple(meta.get("state_names", ())),
         **{k: arrays[k] for k in ("states", "state_rates", "step_history") if k in arrays},
     )
 
 
 #: Names in a result's metadata that are lists of strings.
-_NAME_LISTS = ("coordinates", "state_names", "reaction_names", "constraint_names")
+_NAME_LISTS = (
+    "coordinates",
+    "state_names",
+    "reaction_names",
+    "constraint_names",
+    "constraint_units",
+    "constraint_kinds",
+)
 
 
 def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -750,6 +807,13 @@ def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> Non
         if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
             raise ResultFileError(
                 f"{where} has invalid mbdgen metadata: {key!r} is not a list of names"
+            )
+    for key in ("constraint_units", "constraint_kinds"):
+        given = len(meta.get(key, ()))
+        if given and given != len(meta.get("constraint_names", ())):
+            raise ResultFileError(
+                f"{where} has invalid mbdgen metadata: {given} {key} for "
+                f"{len(meta.get('constraint_names', ()))} constraint rows"
             )
     for key in ("counters", "info"):
         if not isinstance(meta[key], dict):

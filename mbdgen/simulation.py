@@ -44,6 +44,7 @@ from mbdgen.steppers import (
     Stepper,
     evaluation_kernel,
 )
+from mbdgen.units import label_result
 
 ProgressCallback = Callable[[float, float], None]
 
@@ -260,8 +261,7 @@ def derived_quantities(
     with reactions on their first use (or on save), so runs that never look at
     reactions pay neither time, nor memory, nor the reactions kernel's compile.
     """
-    names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
-    result.constraint_names = names
+    label_result(result, module)  # λ's names, units and kinds (mbdgen.units)
     if not hasattr(module, "derived"):  # a module generated before energy kernels
         return
     rows = len(result)
@@ -318,6 +318,26 @@ def reaction_names(module: ModuleType, rows: int) -> tuple[str, ...]:
     if not hasattr(module, "derived") or rows * n_react * 12 > MAX_REACTION_VALUES:
         return ()
     return tuple(getattr(module, "REACTION_NAMES", ()))
+
+
+def method_settings(
+    method: str, start: str, constraints: str, alpha: float, beta: float
+) -> dict[str, Any]:
+    """The settings of :func:`simulate` that ``method`` used, for ``Result.info`` (and so
+    for a saved file's attributes): the Adams start-up only for the fixed-step Adams
+    methods, the constraint handling only for a method that does not enforce the
+    constraints itself, Baumgarte's gains only where the handling uses them
+    (``baumgarte``, ``hybrid``).  An ``hht_adaptive`` file said alpha = 0,
+    start = 'rkf45', constraints = 'direct', none of which it used (issue 46, case 20)."""
+    spec = get_method(method)
+    out: dict[str, Any] = {}
+    if spec.family == "adams":
+        out["start"] = start
+    if not spec.enforces_constraints:
+        out["constraints"] = constraints
+        if constraints in ("baumgarte", "hybrid"):
+            out.update(alpha=float(alpha), beta=float(beta))
+    return out
 
 
 def body_layout(module: ModuleType) -> dict[str, list[int]]:
@@ -974,10 +994,7 @@ def simulate(
                 "h": h,
                 "t0": t0,
                 "t_end": float(t_end),
-                "alpha": float(alpha),
-                "beta": float(beta),
-                "start": start,
-                "constraints": constraints,
+                **method_settings(spec.name, start, constraints, alpha, beta),
                 "assembled_holding": None if assemble is False else list(hold),
                 "projected_start": projected,
                 # error-controlled index-3 methods: output rows projected onto Φ = 0
@@ -1002,7 +1019,7 @@ def simulate(
                 "warnings": warned,
             },
         )
-        result.constraint_names = tuple(getattr(module, "CONSTRAINT_NAMES", ()))
+        label_result(result, module)
         result.reaction_names = reaction_names(module, len(result))
         result.step_history = loop.history_array()
         p_final = np.array(p, dtype=np.float64)

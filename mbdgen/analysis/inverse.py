@@ -31,6 +31,7 @@ from mbdgen.analysis.assembly import _kernel
 from mbdgen.analysis.kinematics import kinematics
 from mbdgen.errors import MbdgenError
 from mbdgen.results import Result
+from mbdgen.units import multipliers
 
 #: Relative residual ‖Φ_qᵀλ − (Q − M q̈)‖ / (‖Q − M q̈‖ + ‖Q‖ + ‖M q̈‖) above which
 #: the multipliers are refused.
@@ -61,6 +62,9 @@ class InverseDynamics:
     lam : (N, m) Lagrange multipliers λ (Φ_qᵀλ = Q − M q̈, Haug 1989 Eq. 7.2.1).
     reaction : (N, m, n) generalized reaction force −Φ_{q,i}ᵀ λ_i of each row i.
     constraint_names : a label per constraint row.
+    constraint_units, constraint_kinds : per row, the unit of λ and of the driving
+        force −λ (N, N·m, N/m; "" where not known) and what the row is
+        (:mod:`mbdgen.units`).
     drivers : the rows reported as drivers.
     residual : (N,) ‖Φ_qᵀλ − (Q − M q̈)‖₂.
     """
@@ -72,6 +76,17 @@ class InverseDynamics:
     drivers: tuple[int, ...]
     residual: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
+    constraint_units: tuple[str, ...] = ()
+    constraint_kinds: tuple[str, ...] = ()
+
+    def driver_labels(self) -> list[str]:
+        """``drive[0] [N·m]`` for each driver row: its name and the unit of −λ."""
+        out = []
+        for i in self.drivers:
+            unit = self.constraint_units[i] if i < len(self.constraint_units) else ""
+            name = self.constraint_names[i]
+            out.append(f"{name} [{unit}]" if unit else f"{name} (unit unknown)")
+        return out
 
     @property
     def t(self) -> np.ndarray:
@@ -110,7 +125,13 @@ class InverseDynamics:
         k = self.kinematics
         info = {**k.info, **self.info, "drivers": [self.constraint_names[i] for i in self.drivers]}
         values = {f.name: getattr(k, f.name) for f in fields(Result) if f.init}
-        values.update(lam=self.lam, constraint_names=tuple(self.constraint_names), info=info)
+        values.update(
+            lam=self.lam,
+            constraint_names=tuple(self.constraint_names),
+            constraint_units=tuple(self.constraint_units),
+            constraint_kinds=tuple(self.constraint_kinds),
+            info=info,
+        )
         return _InverseResult(**values, inverse=self)
 
 
@@ -127,6 +148,15 @@ class _InverseResult(Result):
             arrays["driving"] = self.inverse.driving
             arrays["residual"] = self.inverse.residual
         return arrays
+
+    def _units(self, name: str) -> str | list[str] | None:
+        if name == "driving" and self.inverse is not None:
+            from mbdgen.units import ascii_unit
+
+            given = self.inverse.constraint_units
+            units = [ascii_unit(given[i]) if i < len(given) else "" for i in self.inverse.drivers]
+            return units if any(units) else None
+        return super()._units(name)
 
     def _column_names(self, name: str) -> list[str]:
         if name == "driving" and self.inverse is not None:
@@ -244,6 +274,7 @@ def inverse_dynamics(
             )
         reaction[j] = -jac * lam[j][:, None]
     k.lam = lam
+    units = multipliers(module)  # λ's unit per row (mbdgen.units)
     info = {
         "analysis": "inverse_dynamics",
         "model": module.MODEL_NAME,
@@ -257,4 +288,6 @@ def inverse_dynamics(
         drivers=rows,
         residual=residual,
         info=info,
+        constraint_units=tuple(r.unit for r in units),
+        constraint_kinds=tuple(r.kind for r in units),
     )
