@@ -3,9 +3,10 @@ matrix depends on q: spatial bodies in Euler parameters (M = diag(mI, 4GᵀJ′G
 1989) through the dense and the sparse linear algebra, and generalized coordinates.
 
 tests/test_hht.py fits the orders on the planar pendulum, whose M is constant; there
-fixed-step HHT-α was second order while on these models it was first order (heavy top,
-h = 0.01 … 0.01/32: order 0.99 at α = −0.05, 0.85 at α = −0.3; spatial double
-pendulum and spherical chain likewise): Eq. 10 of Negrut et al. 2007 weights α M_n ã_n
+fixed-step HHT-α was second order while on these models it was not (orders of q at
+α = −0.05 and −0.3: heavy top 0.99 and 0.85 over h = 0.01 … 0.01/32; over the range
+below, rheonomic 0.97 and 0.79, spatial double pendulum 1.41 and 1.07, spherical chain
+1.74 and 1.23): Eq. 10 of Negrut et al. 2007 weights α M_n ã_n
 where Arnold & Brüls' form of the method needs α M_{n+1} ã_n
 (:func:`mbdgen.runtime.hht.mass_lag`).  Generalized-α and Newmark-GCP were second
 order all along; they are fitted here as the same guard.
