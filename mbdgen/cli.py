@@ -12,10 +12,11 @@ import contextlib
 import math
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -303,6 +304,104 @@ class _SlowNotice:
         self.cancel()
 
 
+#: Seconds between the lines that say a compilation is still running.
+COMPILE_PROGRESS_S = 5.0
+
+
+class _CompileWatch:
+    """While active, say when Numba starts compiling — what, and that the result is
+    cached for the next run — then the time it has taken every ``COMPILE_PROGRESS_S``
+    seconds until it ends, and total the wall time of the outermost compilations.
+
+    It listens to Numba's ``numba:compile`` events, which a compilation sends and a
+    load from Numba's on-disk cache does not: a warm run says nothing and reports a
+    load time, a cold one says that it compiles and for how long (issue 45, item 1:
+    the notice used to follow a 2 s timer and so showed on slow warm starts too, and the
+    summary counted only the time after the entry point was loaded).
+    """
+
+    def __init__(self, what: str, stream: Any = None) -> None:
+        import threading
+
+        from numba.core import event
+
+        self.what = what
+        self.stream = stream
+        self.seconds = 0.0  # wall time inside outermost compilations
+        self.compiled = False
+        self._depth = 0
+        self._began = 0.0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._done = False
+        self._event = event
+        watch = self
+
+        class _Listener(event.Listener):
+            def on_start(self, e: Any) -> None:
+                watch._start()
+
+            def on_end(self, e: Any) -> None:
+                watch._end()
+
+        self._listener = _Listener()
+        self._thread = threading.Thread(target=self._progress, daemon=True)
+
+    def _echo(self, text: str) -> None:
+        click.echo(text, err=True, file=self.stream)
+
+    def _start(self) -> None:
+        with self._lock:
+            self._depth += 1
+            if self._depth > 1:
+                return
+            self._began = time.perf_counter()
+            first = not self.compiled
+            self.compiled = True
+        if first:
+            self._echo(f"compiling {self.what} (Numba; cached for the next run) ...")
+        self._wake.set()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.perf_counter() - self._began
+
+    def _progress(self) -> None:
+        while not self._done:
+            self._wake.wait()
+            self._wake.clear()
+            while not self._done:
+                with self._lock:
+                    busy, began = self._depth > 0, self._began
+                if not busy:
+                    break
+                if self._wake.wait(COMPILE_PROGRESS_S) or self._done:
+                    self._wake.clear()
+                    continue
+                with self._lock:
+                    if self._depth > 0:
+                        total = self.seconds + time.perf_counter() - began
+                        self._echo(f"  ... still compiling, {total:.0f} s so far")
+
+    def __enter__(self) -> _CompileWatch:
+        self._event.register("numba:compile", self._listener)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._event.unregister("numba:compile", self._listener)
+        self._done = True
+        self._wake.set()
+
+    def summary(self, setup_s: float) -> str:
+        """The start-up part of the run's summary line."""
+        if self.compiled:
+            return f"+{self.seconds:.1f} s compiling, cached for the next run"
+        return f"+{setup_s:.2f} s loading the compiled code"
+
+
 def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, float]:
     """``NAME=VALUE`` items of a repeated option (``flag`` names it in the messages)."""
     params: dict[str, float] = {}
@@ -485,16 +584,12 @@ def simulate(
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
-    notice = _SlowNotice(
-        f"{module.MODEL_NAME}: compiling this model's kernels and the {method} integrator "
-        "(Numba; the first run only, cached for the next) ..."
-    )
+    notice = _CompileWatch(f"{module.MODEL_NAME}'s kernels and the {method} integrator")
     if show:
         bar = click.progressbar(length=1000, label=f"{module.MODEL_NAME} t", file=sys.stderr)
         bar.__enter__()
 
     def callback(t: float, t_final: float) -> None:
-        notice.cancel()  # stepping: whatever had to compile has compiled
         if bar is not None:
             bar.update(int(1000 * t / t_final) - bar.pos)
 
@@ -561,7 +656,7 @@ def simulate(
     click.echo(
         f"{module.MODEL_NAME}: {c['steps']} steps of {settings_text(result.info)}; "
         f"to t={t_end:g} "
-        f"in {c['wall_time_s']:.3f} s (+{c['setup_time_s']:.2f} s JIT/cache load); "
+        f"in {c['wall_time_s']:.3f} s ({notice.summary(c['setup_time_s'])}); "
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )

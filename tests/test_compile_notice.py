@@ -1,0 +1,69 @@
+"""What the CLI says about compiling (issue 45, item 1): the notice when Numba compiles
+and only then, its progress lines, and the summary's true compile time.
+
+The notice used to follow a 2 s timer: on a loaded machine it showed on warm starts
+too ("compiling … (the first run only, cached for the next)"), and the summary's "+0.22 s
+JIT/cache load" counted only the time after the entry point was loaded (a 151 s run
+said 0.22 s).  It now listens to Numba's ``numba:compile`` events, which a load from
+the on-disk cache does not send.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+
+from conftest import MODELS
+from numba.core import event
+
+from mbdgen import cli
+
+
+def _watch(monkeypatch, period=0.05):
+    monkeypatch.setattr(cli, "COMPILE_PROGRESS_S", period)
+    out = io.StringIO()
+    return cli._CompileWatch("m's kernels and the abm integrator", stream=out), out
+
+
+def test_no_compilation_says_nothing_and_reports_a_load(monkeypatch):
+    watch, out = _watch(monkeypatch)
+    with watch:
+        time.sleep(0.1)
+    assert out.getvalue() == ""
+    assert not watch.compiled
+    assert watch.summary(0.02) == "+0.02 s loading the compiled code"
+
+
+def test_a_compilation_is_said_once_with_progress_and_its_time(monkeypatch):
+    watch, out = _watch(monkeypatch)
+    with watch:
+        with event.trigger_event("numba:compile", data={}):
+            with event.trigger_event("numba:compile", data={}):  # nested: one compile
+                time.sleep(0.3)
+        with event.trigger_event("numba:compile", data={}):
+            time.sleep(0.05)
+    lines = out.getvalue().splitlines()
+    assert (
+        lines[0]
+        == "compiling m's kernels and the abm integrator (Numba; cached for the next run) ..."
+    )
+    assert sum(line.startswith("compiling") for line in lines) == 1
+    assert any("still compiling" in line for line in lines[1:]), lines
+    assert watch.compiled and 0.3 <= watch.seconds < 1.0
+    assert watch.summary(0.0).endswith("s compiling, cached for the next run")
+
+
+def test_first_and_second_run_on_the_cli(tmp_path):
+    (tmp_path / "pendulum.py").write_text((MODELS / "pendulum.py").read_text())
+    command = [sys.executable, "-m", "mbdgen.cli", "simulate", str(tmp_path / "pendulum.py"),
+               "--out-dir", str(tmp_path / "gen"), "--t-end", "0.1", "--no-progress"]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    # a new module's kernels compile on its first run, and load from the cache after
+    assert "(Numba; cached for the next run)" in first.stderr
+    assert "s compiling, cached for the next run)" in first.stdout
+    assert "Numba" not in second.stderr
+    assert "s loading the compiled code)" in second.stdout
