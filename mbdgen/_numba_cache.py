@@ -147,7 +147,7 @@ _make_index_safe()
 # Numba reads an index with pickle.load and a data file with pickle.loads and lets any
 # error through: random bytes in an index or a data file cut short ended every run that
 # used the function in "UnpicklingError" or "MemoryError (internal error)", until the
-# user found and deleted the cache folder by hand (issue 46, case 3).
+# user found and deleted the cache folder by hand.
 
 
 class DamagedCacheWarning(UserWarning):

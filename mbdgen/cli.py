@@ -315,9 +315,9 @@ class _CompileWatch:
 
     It listens to Numba's ``numba:compile`` events, which a compilation sends and a
     load from Numba's on-disk cache does not: a warm run says nothing and reports a
-    load time, a cold one says that it compiles and for how long (issue 45, item 1:
-    the notice used to follow a 2 s timer and so showed on slow warm starts too, and the
-    summary counted only the time after the entry point was loaded).
+    load time, a cold one says that it compiles and for how long.  A timer would also
+    fire on a slow warm start, and the time after the entry point is loaded leaves the
+    compilation out.
     """
 
     def __init__(self, what: str, stream: Any = None) -> None:

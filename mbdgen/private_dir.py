@@ -6,7 +6,7 @@ Dask worker's copy of a generated module (:mod:`mbdgen.sweeps`), the benchmarks'
 models.  Their names are predictable, so another user could create one first and then
 swap or plant files in it: a module that is imported, a link in place of a log.
 :func:`private_dir` creates such a folder with mode 0700 and refuses one that is a
-link, belongs to another user or is writable by others (issue 46, case 9);
+link, belongs to another user or is writable by others;
 :func:`open_no_follow` opens a file for appending without following a link planted
 in its place.
 """

@@ -577,7 +577,7 @@ class Result:
 
         info = self.info
         # built in memory, then one plain write: HDF5 writing into fh crashed the
-        # interpreter when the disk filled part-way (issue 46, case 1)
+        # interpreter when the disk filled part-way
         buffer = io.BytesIO()
         with h5py.File(buffer, "w", track_order=True) as f:
             f.attrs["format"] = HDF5_FORMAT

@@ -327,8 +327,8 @@ def method_settings(
     for a saved file's attributes): the Adams start-up only for the fixed-step Adams
     methods, the constraint handling only for a method that does not enforce the
     constraints itself, Baumgarte's gains only where the handling uses them
-    (``baumgarte``, ``hybrid``).  An ``hht_adaptive`` file said alpha = 0,
-    start = 'rkf45', constraints = 'direct', none of which it used (issue 46, case 20)."""
+    (``baumgarte``, ``hybrid``): an ``hht_adaptive`` result carries no alpha, start or
+    constraints, which it does not use."""
     spec = get_method(method)
     out: dict[str, Any] = {}
     if spec.family == "adams":

@@ -30,7 +30,7 @@ shared temporary folder, so it is a private one (:func:`mbdgen.private_dir.priva
 0700, this user's, else refused and the run goes on without a background compile), its
 logs and locks are opened without following links, and the argument types reach the
 child through a pipe, never through a file that another user could swap for a pickle
-of their own (issue 46, case 9).
+of their own.
 """
 
 from __future__ import annotations

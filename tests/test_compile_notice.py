@@ -1,11 +1,9 @@
-"""What the CLI says about compiling (issue 45, item 1): the notice when Numba compiles
-and only then, its progress lines, and the summary's true compile time.
+"""What the CLI says about compiling: the notice when Numba compiles and only then,
+its progress lines, and the summary's true compile time.
 
-The notice used to follow a 2 s timer: on a loaded machine it showed on warm starts
-too ("compiling … (the first run only, cached for the next)"), and the summary's "+0.22 s
-JIT/cache load" counted only the time after the entry point was loaded (a 151 s run
-said 0.22 s).  It now listens to Numba's ``numba:compile`` events, which a load from
-the on-disk cache does not send.
+A timer would also fire on a slow warm start, and timing from the loaded entry point
+leaves the compilation out: the notice listens to Numba's ``numba:compile`` events,
+which a load from the on-disk cache does not send.
 """
 
 from __future__ import annotations

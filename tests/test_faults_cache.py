@@ -1,5 +1,4 @@
-"""Damaged files that mbdgen reads back: Numba's cache entries and a sweep's batches
-(issue 46, cases 3 and 4).
+"""Damaged files that mbdgen reads back: Numba's cache entries and a sweep's batches.
 
 Each test works on a private copy: the Numba cache of the cache test lives in the
 test's own folder (``NUMBA_CACHE_DIR``), never the shared one in ``~/.cache`` that the
@@ -41,7 +40,7 @@ def _mbdgen_in_process_of_its_own(*args: object, env: dict[str, str]) -> tuple[i
 
 
 def test_a_damaged_numba_cache_entry_is_compiled_again_and_replaced(tmp_path):
-    """Case 3: random bytes in an index, an index whose signature table makes pickle
+    """Random bytes in an index, an index whose signature table makes pickle
     ask for 4 EiB (the issue's MemoryError) and a data file cut to half its length: the
     next run compiles those functions again, says so once per file, and writes over
     them, so that the run after it loads them without a word."""
@@ -106,7 +105,7 @@ def _zero_the_pages(file) -> None:
 
 
 def test_a_damaged_sweep_batch_is_run_again_on_resume(tmp_path):
-    """Case 4: a batch file cut short (its footer gone) and one whose data pages are
+    """A batch file cut short (its footer gone) and one whose data pages are
     zeros (its footer intact): the folder's table names the file and how to recover,
     and --resume sets each file aside, says so in one line and runs its runs again, to
     the table of the undamaged sweep."""

@@ -1,5 +1,5 @@
 """Result files that are not what they claim, files mbdgen writes and cannot read back,
-and full disks (issue 46, cases 1, 2, 6, 7, 8).
+and full disks.
 
 - an ``.h5`` whose datasets live outside the file (HDF5 external storage, external
   links, virtual datasets) is refused: its bytes could be any local file;
@@ -58,7 +58,7 @@ def _commands_refuse(path, needle: str) -> None:
     assert not path.with_suffix(".png").exists() and not path.with_suffix(".gif").exists()
 
 
-# -- case 6: data outside the file ------------------------------------------------------
+# -- data outside the file -------------------------------------------------------------
 
 
 def _external_storage(f, name):
@@ -104,7 +104,7 @@ def test_an_h5_whose_data_live_outside_the_file_is_refused(saved, tmp_path, chan
     _commands_refuse(path, needle)
 
 
-# -- case 7: arrays of another type or shape than the file's own names say ------------
+# -- arrays of another type or shape than the file's own names say ---------------------
 
 
 def _h5_replace(name, value):
@@ -163,7 +163,7 @@ def test_metadata_of_another_type_is_refused_at_load(saved, tmp_path):
     _commands_refuse(path, "coordinates")
 
 
-# -- case 8: every file mbdgen writes, it reads back -----------------------------------
+# -- every file mbdgen writes, it reads back -------------------------------------------
 
 
 def _read_back(path) -> None:
@@ -248,7 +248,7 @@ def test_an_unwritable_output_of_kinematics_or_inverse_fails_before_the_run(tmp_
     assert "inverse dynamics at" not in output and "kinematic analysis" not in output
 
 
-# -- cases 1 and 2: a full disk --------------------------------------------------------
+# -- a full disk -----------------------------------------------------------------------
 
 
 class _FullDisk:

@@ -1,5 +1,4 @@
-"""A kernel that divides by zero gives the right message on a model's first run too
-(issue 45, item 4).
+"""A kernel that divides by zero gives the right message on a model's first run too.
 
 A force 1/(t − tc)² was printed as ``(t - p[4])**(-2)``; Numba's integer power raises
 ZeroDivisionError at a zero base whatever the error model.  Through a model's own

@@ -1,11 +1,11 @@
-"""Issue 46, cases 19-20: multipliers named by their constraint and unit, files that
-carry only the settings their method used and the units of their datasets.
+"""Multipliers named by their constraint and unit, files that carry only the settings
+their method used and the units of their datasets.
 
-Case 19: λ and reactions were shown without names or units (plot panels of λ had no
-unit, the Euler-parameter normalization rows were labelled as joints, ``assemble``
-printed λ as a bare list, ``inverse`` printed driving forces without N or N·m).
-Case 20: an ``.h5`` from ``hht_adaptive`` carried ``alpha = 0``, ``start = 'rkf45'``,
-``constraints = 'direct'`` and its datasets had no units.
+λ and reactions are shown with names and units: plot panels of λ with a unit, the
+Euler-parameter normalization rows not labelled as joints, ``assemble``'s λ one row a
+line, ``inverse``'s driving forces in N or N·m.  An ``.h5`` from ``hht_adaptive``
+carries no ``alpha``, ``start`` or ``constraints`` it did not use, and its datasets
+carry units.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def spatial_run(spatial):
     return simulate(spatial, t_end=0.02, h=0.005, method="hht_adaptive")
 
 
-# -- case 19 ------------------------------------------------------------------------
+# -- multipliers by constraint and unit ------------------------------------------------
 
 
 def test_assemble_names_every_multiplier_with_its_unit():
@@ -99,7 +99,7 @@ def test_summary_names_multiplier_units(spatial_run):
     assert "λ crank_rev[0] [N]:" in text and "λ crank[0] [N·m]" in text, text
 
 
-# -- case 20 ------------------------------------------------------------------------
+# -- settings and units in files -------------------------------------------------------
 
 
 def test_hht_adaptive_h5_holds_only_the_settings_it_used(spatial_run, tmp_path):

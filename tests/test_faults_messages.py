@@ -1,5 +1,5 @@
 """A newcomer's mistakes end in one line naming the cause, before anything is
-compiled or run (issue 46, cases 11, 12 and 15).
+compiled or run.
 
 Each test reproduces the case as the user met it: a CLI call and its error line
 (no traceback, no "internal error"), or the library call and its MbdgenError.
@@ -64,7 +64,7 @@ SWEEP = ["sweep", MODELS / "pendulum.py", "--t-end", "0.02", "-p", "m=0.5:2:2"]
     ],
 )
 def test_a_malformed_scheduler_address_is_named(tmp_path, no_compile, address, words):
-    """Case 11: a bad --scheduler is refused on one line naming it, before the model
+    """A bad --scheduler is refused on one line naming it, before the model
     is compiled (it was `ValueError: invalid literal for int() ... (internal error)`)."""
     code, output = _cli(*SWEEP, "-o", tmp_path / "s", "--scheduler", address)
     line = _one_line_error(output)
@@ -74,7 +74,7 @@ def test_a_malformed_scheduler_address_is_named(tmp_path, no_compile, address, w
 
 
 def test_a_refused_scheduler_connection_fails_at_once(tmp_path, no_compile):
-    """Case 11: nobody listening at the address fails at once (it waited the whole
+    """Nobody listening at the address fails at once (it waited the whole
     --scheduler-timeout, 10 s) with a line that says the connection was refused."""
     address = f"tcp://127.0.0.1:{_free_port()}"
     start = time.perf_counter()
@@ -94,7 +94,7 @@ ERROR_CONTROLLED = sorted(name for name, spec in METHODS.items() if spec.error_c
 
 @pytest.mark.parametrize("method", ERROR_CONTROLLED)
 def test_a_tolerance_below_the_arithmetic_is_refused_up_front(method, monkeypatch):
-    """Case 12: rtol below what float64 can deliver is refused before the model is
+    """Rtol below what float64 can deliver is refused before the model is
     even resolved, naming the smallest usable rtol, for every error-controlled method."""
 
     def refuse(model):
@@ -110,7 +110,7 @@ def test_a_tolerance_below_the_arithmetic_is_refused_up_front(method, monkeypatc
 
 @pytest.mark.parametrize("command", [["simulate"], ["sweep", "-p", "m=1:2:2"]])
 def test_a_tolerance_below_the_arithmetic_on_the_cli(no_compile, command, tmp_path):
-    """Case 12 as met: `radau5 --rtol 1e-300 --atol 1e-300` is one line before the
+    """As met: `radau5 --rtol 1e-300 --atol 1e-300` is one line before the
     compile, not a run that ends with "tighten rtol and atol"."""
     output_option = ["-o", tmp_path / "s"] if command[0] == "sweep" else []
     code, output = _cli(
@@ -137,7 +137,7 @@ def test_the_smallest_usable_rtol_is_accepted(monkeypatch):
 
 
 def test_the_step_floor_advice_is_not_to_tighten():
-    """Case 12: an error control that cut the step to its floor without passing is
+    """An error control that cut the step to its floor without passing is
     not helped by tighter tolerances; the advice says to loosen them (or h_min)."""
     remedy = diagnose._remedy("radau", error_controlled=True)
     assert "tighten" not in remedy and "loosen rtol and atol" in remedy, remedy
@@ -148,7 +148,7 @@ def test_the_step_floor_advice_is_not_to_tighten():
 
 
 def test_a_misspelled_parameter_suggests_the_nearest():
-    """Case 15: an unknown parameter names the nearest ones instead of all 21."""
+    """An unknown parameter names the nearest ones instead of all 21."""
     module = import_generated(GENERATED / "slider_crank_tsda.py")
     with pytest.raises(MbdgenError) as info:
         mbdgen.simulate(module, params={"sprng_k": 100.0}, t_end=0.01)
@@ -166,7 +166,7 @@ def test_a_parameter_with_nothing_close_lists_them_all():
 
 
 def test_an_unknown_parameter_is_refused_before_the_integrator_is_built(monkeypatch):
-    """Case 15: simulate() checks the names before it picks, specializes or JITs
+    """Simulate() checks the names before it picks, specializes or JITs
     anything (the message came after the JIT, 36 s)."""
     module = import_generated(GENERATED / "slider_crank_tsda.py")
 
@@ -193,7 +193,7 @@ def stale_tsda(tmp_path, monkeypatch):
 
 
 def test_an_unknown_parameter_on_the_cli_before_the_compile(stale_tsda, tmp_path):
-    """Case 15 as met: `simulate MODEL -p sprng_k=100` is one line before the model is
+    """As met: `simulate MODEL -p sprng_k=100` is one line before the model is
     compiled, with the nearest name."""
     code, output = _cli(
         "simulate", stale_tsda, "--out-dir", tmp_path / "gen", "--t-end", "0.01",
@@ -204,7 +204,7 @@ def test_an_unknown_parameter_on_the_cli_before_the_compile(stale_tsda, tmp_path
 
 
 def test_an_unknown_sweep_parameter_before_the_compile(stale_tsda, tmp_path):
-    """Case 15 for sweeps: a misspelled -p NAME of `mbdgen sweep` the same way."""
+    """For sweeps: a misspelled -p NAME of `mbdgen sweep` the same way."""
     code, output = _cli(
         "sweep", stale_tsda, "--out-dir", tmp_path / "gen", "--t-end", "0.01",
         "-p", "sprng_k=50:100:2", "-o", tmp_path / "s",
@@ -215,7 +215,7 @@ def test_an_unknown_sweep_parameter_before_the_compile(stale_tsda, tmp_path):
 
 
 def test_an_unknown_sweep_column_suggests_the_nearest():
-    """Case 15: sweep() itself (a table's column) names the nearest parameter."""
+    """Sweep() itself (a table's column) names the nearest parameter."""
     from mbdgen.sweeps import sweep
 
     module = import_generated(GENERATED / "slider_crank_tsda.py")

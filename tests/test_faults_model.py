@@ -1,5 +1,5 @@
 """A newcomer's model and its start: each case ends in one line naming the cause, or
-runs (issue 46, cases 13, 14, 16 and 17).
+runs.
 
 Each test reproduces the case as the user met it: a CLI call and its error line (no
 traceback, no "internal error"), or the library call and its MbdgenError.
@@ -17,7 +17,7 @@ FOURBAR = MODELS / "fourbar.py"
 HEAVY_TOP = TEST_MODELS / "heavy_top.py"
 
 
-# -- case 17: simulate --q0 NAME=VALUE, --qd0 NAME=VALUE ------------------------------
+# -- simulate --q0 NAME=VALUE, --qd0 NAME=VALUE ----------------------------------------
 
 
 def test_simulate_takes_q0_and_qd0_by_name(tmp_path):
@@ -78,7 +78,7 @@ def test_library_simulate_takes_q0_by_name():
         mbdgen.simulate(module, "abm", h=1e-3, t_end=1e-3, qd0={"crank_ph": 1.0})
 
 
-# -- case 16: a body without inertia is named with the parameter that was set ----------
+# -- a body without inertia is named with the parameter that was set -------------------
 
 
 @pytest.mark.parametrize("method", ["abm", "welch1"])
@@ -107,7 +107,7 @@ def test_zero_inertia_in_the_model_file_says_so(tmp_path):
     assert "body 'top' has no rotary inertia about its z axis (top_Jzz = 0 in the model)" in line
 
 
-# -- case 14: a model without q0 starts at the origin --------------------------------
+# -- a model without q0 starts at the origin -------------------------------------------
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def test_a_rough_q0_off_the_origin_assembles(fourbar_without_q0):
     assert "degrees of freedom 0" in output
 
 
-# -- case 13: an error-controlled index-3 method on a mechanism that cannot move -------
+# -- an error-controlled index-3 method on a mechanism that cannot move ----------------
 
 
 @pytest.fixture

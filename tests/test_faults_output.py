@@ -1,4 +1,4 @@
-"""Issue 46: what a run's output costs, said before the run (§5).
+"""What a run's output costs, said before the run.
 
 A run recording every one of 1e7 steps wrote an 877 MB npz with a 2.08 GB peak
 without a word: the size estimate only refused outputs beyond half the machine's

@@ -1,5 +1,5 @@
 """Shared machines: another local user can neither run code as you nor make mbdgen write
-through a link (issue 46, cases 9 and 10).
+through a link.
 
 - the folders mbdgen keeps under the shared temporary folder (the background
   specializer's, a Dask worker's copy of a generated module, the benchmarks') are
@@ -60,7 +60,7 @@ class Payload:
         return (exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
 
 
-# -- case 9: a private folder, or none ------------------------------------------------
+# -- a private folder, or none ---------------------------------------------------------
 
 
 def test_the_specializer_creates_its_folder_private(tmp):
@@ -125,7 +125,7 @@ def test_a_run_goes_on_without_a_background_compile_and_says_why_once(tmp, monke
     assert "\n" not in str(caught[0].message)
 
 
-# -- case 9: nothing of the folder is unpickled ---------------------------------------
+# -- nothing of the folder is unpickled ------------------------------------------------
 
 
 def test_a_planted_signature_file_is_never_loaded(tmp, tmp_path, monkeypatch):
@@ -170,7 +170,7 @@ def test_the_background_process_takes_its_signature_only_from_a_pipe(tmp_path):
     assert not marker.exists()
 
 
-# -- case 9: logs and locks do not follow links ---------------------------------------
+# -- logs and locks do not follow links ------------------------------------------------
 
 
 class _WritingPopen:
@@ -247,7 +247,7 @@ def test_a_link_planted_as_a_numba_index_lock_is_not_followed(tmp_path):
     assert not victim.exists()
 
 
-# -- case 9: the other folders under the shared temporary folder ----------------------
+# -- the other folders under the shared temporary folder -------------------------------
 
 
 def test_a_workers_copy_of_a_module_is_kept_in_a_private_folder(tmp, tmp_path, monkeypatch):
@@ -292,7 +292,7 @@ def test_the_kernel_library_is_never_under_the_shared_temporary_folder(tmp, monk
     assert library.library_dir() == Path(_numba_cache.CACHE_DIR) / "library"
 
 
-# -- case 10: the documents say that model files are Python ---------------------------
+# -- the documents say that model files are Python -------------------------------------
 
 
 @pytest.mark.parametrize("document", ["README.md", "docs/tutorial.md"])

@@ -1,5 +1,5 @@
 """An inconsistent start (‖Φ(q0)‖ far above phi_tol): what the run says must fit
-what the user did (issue 45, item 4).
+what the user did.
 
 The pendulum of ``models/pendulum.py`` with x1 moved from 1 to 1.3 starts with
 ‖Φ(q0)‖ = 0.3 (phi_tol = 1e-3).
@@ -39,7 +39,7 @@ def _constraint_warning(said: list[str]) -> str:
 
 
 def test_baumgarte_from_an_inconsistent_start_is_not_told_to_use_baumgarte(pendulum):
-    """Item 4: with alpha and beta given, the advice names the start and --assemble
+    """With alpha and beta given, the advice names the start and --assemble
     (or larger gains), never 'use Baumgarte stabilization'."""
     said, _ = _said(pendulum, method="rk4", q0=BAD_Q0, alpha=5.0, beta=5.0)
     text = _constraint_warning(said)
@@ -83,7 +83,7 @@ _cli = cli
 
 @pytest.mark.parametrize("method", ["hht", "genalpha"])
 def test_index3_fixed_step_from_an_inconsistent_start_names_the_rows(method):
-    """Item 4: IFToMM A02's four-bar with crank0_x, crank0_y moved by 0.3, −0.2
+    """IFToMM A02's four-bar with crank0_x, crank0_y moved by 0.3, −0.2
     (‖Φ(q0)‖ = 0.51 on joints A0 and B0_1) stopped with 'the matrix of the step became
     numerically singular …; use a smaller step h'.  The first step of an index-3
     method jumps onto Φ = 0 (a smaller step makes the jump's accelerations larger):

@@ -57,7 +57,7 @@ class KernelPrinter(PythonCodePrinter):
         ZeroDivisionError at x = 0 whatever the error model, where 1/x**k is inf under
         NumPy's (:data:`JIT`) — the same bits elsewhere.  A raise inside a kernel that a
         shared entry point calls through its C wrapper cannot propagate: Numba prints
-        it and the kernel's output is left unwritten (issue 45, item 4)."""
+        it and the kernel's output is left unwritten."""
         exp = expr.exp
         if exp.is_Integer and exp < -1:  # (x**(-1) prints as 1/x already)
             return f"(1/{self._print(sp.Pow(expr.base, -exp, evaluate=False))})"
