@@ -12,13 +12,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## demo: compile and simulate the slider-crank; write results/ (npz, csv, png)
+## demo: compile and simulate the slider-crank; write results/ (npz, csv, png); then
+## compile every method's integrators once for this installation (mbdgen warmup)
 demo: $(STAMP)
 	$(BIN)/mbdgen compile models/slider_crank.py
 	$(BIN)/mbdgen simulate models/slider_crank.py --method abm --order 4 --h 1e-3 \
 		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.npz --plot results/slider_crank.png
 	$(BIN)/mbdgen simulate models/slider_crank.py --method abm --order 4 --h 1e-3 \
 		--t-end 10 --alpha 5 --beta 5 -o results/slider_crank.csv --output-every 10 --no-progress
+	$(BIN)/mbdgen warmup
 
 ## test: lint and the whole test suite, one pytest worker per core (TEST_WORKERS=1: serial)
 # A worker that dies (a crash, or pytest-timeout ending a hung test) is replaced once;
@@ -55,6 +57,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/mbdgen bench
 	$(BIN)/mbdgen bench --chain
+	$(BIN)/mbdgen bench --first-run
 
 ## docs: the API reference from the docstrings (pdoc) into docs/api/, the spatial figure
 API_MODULES = mbdgen mbdgen.model mbdgen.model.planar mbdgen.model.spatial \

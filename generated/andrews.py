@@ -32,10 +32,10 @@ SOURCE_FILE = "andrews.py"
 SOURCE_HASH = "a8871e4985cb6fb73ce44c094fbf967e7d3fa2ca5caf175f45e4fff43f341461"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "88e7f0ac6c4e6363c36aabda99367e14fb1312f545453d66356be25adb780d79"
+BODY_HASH = "7440e35a0378f3cf0a0cce9bfea3345f75dbb4c168effda29dcad2fdf06e0438"
 
 MODEL_NAME = "andrews"
 DESCRIPTION = "Andrews' squeezing mechanism, Hairer & Wanner 1991 §VII.7 (planar bodies)"

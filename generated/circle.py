@@ -25,10 +25,10 @@ SOURCE_FILE = "circle.py"
 SOURCE_HASH = "0fc1e6159da56fd68e136d108d1318b630b25fadbcdd24f946e26a0eabaf2f99"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "cca4f191390e72293139dca0f7b479bc1ebfdeffd5de86e438a81f9f5201d44c"
+BODY_HASH = "1d9b6513479cb3c13f4756bb1c3b8754f52b11a16a14bd7e51a459be845e745a"
 
 MODEL_NAME = "circle"
 DESCRIPTION = "Particle on a circle (tests of coordinate partitioning)"

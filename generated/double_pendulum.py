@@ -29,10 +29,10 @@ SOURCE_FILE = "double_pendulum.py"
 SOURCE_HASH = "519d370800bf840757108a0b162bc933a0f310ea01ff9bbf71084305bdca2510"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "b3786cfb409cfc7c19b182102e4d171c65139080ed6257b14701965f46201c87"
+BODY_HASH = "316e951e4174ba9955bd7c2d8f98679724ab2c29241a6651230a8ef2b0aef1d6"
 
 MODEL_NAME = "double_pendulum"
 DESCRIPTION = "Double pendulum, Welch et al. 2007 Eqs. 66-67 (Table 1)"

@@ -33,10 +33,10 @@ SOURCE_FILE = "double_pendulum_rsda.py"
 SOURCE_HASH = "7ef03b0d5471a856c4604e6d2d93e5dda17c4c624f4123a079eca616a1247f6b"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "02d4f99156cac940b09a4254a4a268978d16b65dba085bae07040478205ea7de"
+BODY_HASH = "6e76b449ee65ec5b102b484ecf25ee87173d7e74b8d7db40abd50e7495583f19"
 
 MODEL_NAME = "double_pendulum_rsda"
 DESCRIPTION = "Double pendulum with two RSDAs, Haug, Negrut & Iancu 1997 §4.1"

@@ -30,10 +30,10 @@ SOURCE_FILE = "iftomm_a01_pendulum.py"
 SOURCE_HASH = "f8ba039f49466adad1309c390809fd8cb1a0c6abe07df4cd1c612924fc43d60e"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "e35ff36f583bb3f27a4f56d38766bcca2c14d1637e825c2fc7b64ef66fb4e7d8"
+BODY_HASH = "6e7380fc8e6df0cb48484c6f6405363493b78caaf2505577ae03c31297323746"
 
 MODEL_NAME = "iftomm_a01_pendulum"
 DESCRIPTION = "IFToMM benchmark A01: simple pendulum, point mass on a massless link"

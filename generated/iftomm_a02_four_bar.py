@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar.py"
 SOURCE_HASH = "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5588da62291aed2e6f04b4ffdfef518cb61175d28f49bdcaf15bf4d6206a2022"
+BODY_HASH = "2f54d9e79e447defb125ea25ebb9531d630fc570d9d9f09bcaa958241c2da76b"
 
 MODEL_NAME = "iftomm_a02_four_bar"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 2"

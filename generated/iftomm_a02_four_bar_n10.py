@@ -31,10 +31,10 @@ SOURCE_FILE = "iftomm_a02_four_bar_n10.py"
 SOURCE_HASH = "18c93c902c7aff91df64da810c81011bec593483ca65d7e29a2241d374cb54a7"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {"iftomm_a02_four_bar.py": "d407e89f760d17ce6a4d4154a7b4bedb5bc95c61df0a974c76f67d08efed1de5"}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "5657b43513b1f21f6d87cd05b6d9efc04c2fc56567112c23de00d9844a6b7f69"
+BODY_HASH = "e7e172ef5b7ac2caecba2be676a6441a9b54c46801a7b5e6d10f80e7ffe85a3d"
 
 MODEL_NAME = "iftomm_a02_four_bar_n10"
 DESCRIPTION = "IFToMM benchmark A02: N four-bar mechanism, N = 10"

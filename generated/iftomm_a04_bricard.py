@@ -32,10 +32,10 @@ SOURCE_FILE = "iftomm_a04_bricard.py"
 SOURCE_HASH = "211c684284b78490e4d9872dce66fcfa56a8a652a3ee040977ef35ea313d5918"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "9b617613952a5c85db0e847b919203c1d075701ee8eec86142b916c759dde439"
+BODY_HASH = "789991dd4c4255ea47e64a6ac6bb583424630e77754b9f05dc5e8f6c0f9a2bd8"
 
 MODEL_NAME = "iftomm_a04_bricard"
 DESCRIPTION = "IFToMM benchmark A04: Bricard's over-constrained 6R mechanism"

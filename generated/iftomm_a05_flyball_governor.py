@@ -36,10 +36,10 @@ SOURCE_FILE = "iftomm_a05_flyball_governor.py"
 SOURCE_HASH = "29c2a69858fe612ceeebeb6175dcb4871407346e5026a5f0b4d257028813fcf0"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "fd2ce87a1c48979f47ae72aca5d4f5e6b3a87a0b451443d9e1eb325bc271985e"
+BODY_HASH = "b1ee18f7eed8d03e9595d2a813ddef715d86a72fea429d19d30fe36d369d55d2"
 
 MODEL_NAME = "iftomm_a05_flyball_governor"
 DESCRIPTION = "IFToMM benchmark A05: stiff flyball governor"

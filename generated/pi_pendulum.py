@@ -31,10 +31,10 @@ SOURCE_FILE = "pi_pendulum.py"
 SOURCE_HASH = "fb91c38beec312f41cc8c3a0f4840e229cc7b955fa4e16b5b56326cb210243c6"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "8d9e7670ae5a2f2580b39cc505743f2e6f3413c96da1dde8e4ef370071531dce"
+BODY_HASH = "5c4e26d03bde7b2d2ec777fb41db6cd61a9d0b60fbbc07ceaa17d992cada0336"
 
 MODEL_NAME = "pi_pendulum"
 DESCRIPTION = "Pendulum held at phi_ref by a PID torque with the integral as a user state (Negrut et al. 2007, Eq. 8a; pendulum of Haug 1989, Example 7.2.1)"

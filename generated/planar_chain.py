@@ -31,10 +31,10 @@ SOURCE_FILE = "planar_chain.py"
 SOURCE_HASH = "d5b7084cab6efe4a2099fc536b0e3411074cba80224ebea5420a5c054648b70c"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "a832dba2462d5d15191c147a6055584171220c2a4971cc48d88c9f127d938f19"
+BODY_HASH = "bab626553b71122723d852bf2fea0b235d19f28a2602fc5ec09d6ffa96434ae8"
 
 MODEL_NAME = "planar_chain"
 DESCRIPTION = "planar 8-link pendulum chain (revolute joints, gravity)"

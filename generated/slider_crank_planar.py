@@ -32,10 +32,10 @@ SOURCE_FILE = "slider_crank_planar.py"
 SOURCE_HASH = "b10b6e80d21f13bbd5b32dd9ebcc72b8fbcc7658bee40aa5cb001a1a6c8a38e9"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "093a3b565a9c82c126a5956dd270315a71a322ac03b19d09c78f5c1030ea5e67"
+BODY_HASH = "c936a23b478627e8399ad5d5de8c34e917d654b3ab33be190ebb352ed114da1a"
 
 MODEL_NAME = "slider_crank_planar"
 DESCRIPTION = "Slider-crank of Wu et al. 2000 / Welch et al. 2007 as planar bodies"

@@ -32,10 +32,10 @@ SOURCE_FILE = "welch_pendulum3d.py"
 SOURCE_HASH = "d8dfbc84102e215bf6886828340e77df7a5e28318aab0cc892cb79464524b857"
 # Files the model read besides its own (path from the model's folder: SHA-256).
 DEPENDENCIES = {}
-COMPILER_HASH = "f7895806e9644ca7"
+COMPILER_HASH = "3eab5f2f83c882d4"
 ABI_HASH = "9adabe034f539a42"
 # SHA-256 of this file without the next line: an edited module is refused.
-BODY_HASH = "26597d8e14f2cf9a450597017ac125093ab105c48a6a5446326ea942eadc9f46"
+BODY_HASH = "923db64bb4b112aa289cf3037a704fd01ce45061791cdfc3d9216e175add61bc"
 
 MODEL_NAME = "welch_pendulum3d"
 DESCRIPTION = "Three-link spatial pendulum, Welch et al. 2007 §VI (Eq. 79)"

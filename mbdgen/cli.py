@@ -227,10 +227,7 @@ def _jit_entry_points(target: Path, methods: list[str], report: CompileReport) -
     for name in methods:
         h = 1e-3
         start = time.perf_counter()
-        with (
-            _SlowNotice(f"JIT-compiling the {name} entry point (cached afterwards) ..."),
-            specialize.policy_set("now"),
-        ):
+        with _CompileWatch(f"the {name} entry point"), specialize.policy_set("now"):
             simulate(module, method=name, h=h, t_end=h)
         report.add("jit", time.perf_counter() - start, f"{name}: {get_method(name).entry}")
 
@@ -272,38 +269,6 @@ def _check_parameter_names(model: str, out_dir: str, names: Iterable[str]) -> No
     check_names(loaded.name, names, [s.name for s in loaded.parameter_symbols])
 
 
-#: Seconds of silence after which a command says that it is compiling.
-SLOW_NOTICE_S = 2.0
-
-
-class _SlowNotice:
-    """Say ``message`` on stderr when the work inside the ``with`` takes longer than
-    ``after`` seconds, as a Numba compilation of a model's kernels or integrator does
-    the first time (seconds to minutes; cached afterwards); silent otherwise."""
-
-    def __init__(self, message: str, after: float | None = None) -> None:
-        import threading
-
-        self.message = message
-        self.said = False
-        self.timer = threading.Timer(SLOW_NOTICE_S if after is None else after, self._say)
-        self.timer.daemon = True
-
-    def _say(self) -> None:
-        self.said = True
-        click.echo(self.message, err=True)
-
-    def cancel(self) -> None:
-        self.timer.cancel()
-
-    def __enter__(self) -> _SlowNotice:
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cancel()
-
-
 #: Seconds between the lines that say a compilation is still running.
 COMPILE_PROGRESS_S = 5.0
 
@@ -320,13 +285,19 @@ class _CompileWatch:
     compilation out.
     """
 
-    def __init__(self, what: str, stream: Any = None) -> None:
+    def __init__(self, what: str, stream: Any = None, estimate_s: float | None = None) -> None:
         import threading
 
         from numba.core import event
 
         self.what = what
         self.stream = stream
+        self.estimate_s = estimate_s  # the integrator's compile, quiet 2-core machine
+        self._integrator_said = False
+        self._integrator_began: float | None = None
+        target = sys.stderr if stream is None else stream
+        self._tty = bool(getattr(target, "isatty", lambda: False)())
+        self._open_line = False  # a progress line on a terminal, to be overwritten
         self.seconds = 0.0  # wall time inside outermost compilations
         self.compiled = False
         self._depth = 0
@@ -339,7 +310,7 @@ class _CompileWatch:
 
         class _Listener(event.Listener):
             def on_start(self, e: Any) -> None:
-                watch._start()
+                watch._start(e.data.get("dispatcher") if isinstance(e.data, dict) else None)
 
             def on_end(self, e: Any) -> None:
                 watch._end()
@@ -348,9 +319,24 @@ class _CompileWatch:
         self._thread = threading.Thread(target=self._progress, daemon=True)
 
     def _echo(self, text: str) -> None:
+        self._close_line()
         click.echo(text, err=True, file=self.stream)
 
-    def _start(self) -> None:
+    def _progress_line(self, text: str) -> None:
+        """On a terminal one line rewritten in place, elsewhere a line each time."""
+        if not self._tty:
+            self._echo(text)
+            return
+        click.echo(f"\r{text}\x1b[K", err=True, file=self.stream, nl=False)
+        self._open_line = True
+
+    def _close_line(self) -> None:
+        if self._open_line:
+            self._open_line = False
+            click.echo("", err=True, file=self.stream)
+
+    def _start(self, dispatcher: Any = None) -> None:
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
         with self._lock:
             self._depth += 1
             if self._depth > 1:
@@ -358,8 +344,20 @@ class _CompileWatch:
             self._began = time.perf_counter()
             first = not self.compiled
             self.compiled = True
+            # mbdgen's own routines are the integrator; the rest the model's kernels
+            integrator = module.startswith("mbdgen.")
+            said = self._integrator_said
+            if integrator and not said:
+                self._integrator_began = self._began
+                self._integrator_said = True
         if first:
             self._echo(f"compiling {self.what} (Numba; cached for the next run) ...")
+        if integrator and not said and self.estimate_s is not None:
+            self._echo(
+                f"  the integrator takes about {self.estimate_s:.0f} s to compile on a quiet "
+                "2-core machine (`mbdgen warmup` compiles every method's once per "
+                "installation)"
+            )
         self._wake.set()
 
     def _end(self) -> None:
@@ -367,6 +365,7 @@ class _CompileWatch:
             self._depth -= 1
             if self._depth == 0:
                 self.seconds += time.perf_counter() - self._began
+                self._close_line()
 
     def _progress(self) -> None:
         while not self._done:
@@ -383,7 +382,18 @@ class _CompileWatch:
                 with self._lock:
                     if self._depth > 0:
                         total = self.seconds + time.perf_counter() - began
-                        self._echo(f"  ... still compiling, {total:.0f} s so far")
+                        self._progress_line(f"  ... still compiling, {total:.0f} s so far"
+                                            + self._left(total))  # fmt: skip
+
+    def _left(self, so_far: float) -> str:
+        """The estimate's part of a progress line (under the lock): what is left of the
+        integrator's compile, once it has begun."""
+        if self.estimate_s is None or self._integrator_began is None:
+            return ""
+        spent = time.perf_counter() - self._integrator_began
+        if spent < self.estimate_s:
+            return f", the integrator about {self.estimate_s - spent:.0f} s more"
+        return f", the integrator past the {self.estimate_s:.0f} s of a quiet machine"
 
     def __enter__(self) -> _CompileWatch:
         self._event.register("numba:compile", self._listener)
@@ -394,6 +404,8 @@ class _CompileWatch:
         self._event.unregister("numba:compile", self._listener)
         self._done = True
         self._wake.set()
+        with self._lock:
+            self._close_line()
 
     def summary(self, setup_s: float) -> str:
         """The start-up part of the run's summary line."""
@@ -584,7 +596,12 @@ def simulate(
     module = _compile(model, out_dir)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
-    notice = _CompileWatch(f"{module.MODEL_NAME}'s kernels and the {method} integrator")
+    from mbdgen.warmup import first_run_estimate
+
+    notice = _CompileWatch(
+        f"{module.MODEL_NAME}'s kernels and the {method} integrator",
+        estimate_s=first_run_estimate(module, method, constraints),
+    )
     if show:
         bar = click.progressbar(length=1000, label=f"{module.MODEL_NAME} t", file=sys.stderr)
         bar.__enter__()
@@ -754,7 +771,7 @@ def info(model: str, out_dir: str) -> None:
     q0 = np.array(module.Q0, dtype=float)
     phi_q = np.zeros((m, n))
     phi0 = np.zeros(m)
-    with _SlowNotice(f"{module.MODEL_NAME}: compiling Φ and Φ_q (Numba; first run only) ..."):
+    with _CompileWatch(f"{module.MODEL_NAME}'s Φ and Φ_q"):
         module.phi_q(0.0, q0, p, phi_q)
         module.phi(0.0, q0, p, phi0)
     rank, redundant = redundant_rows(phi_q)
@@ -1038,6 +1055,63 @@ def methods() -> None:
         click.echo(f"{m.name:<{width}}  k in {{{orders}}}  {m.description}")
 
 
+@main.command("warmup")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes that compile at once (default: the cores, at most 4).",
+)
+@click.option(
+    "--methods",
+    "methods_",
+    default=None,
+    metavar="METHODS",
+    help="Comma-separated methods (default: every registered one).",
+)
+@click.option("--force", is_flag=True, help="Compile again where a finished warm-up is recorded.")
+@click.option("--list", "list_", is_flag=True, help="Print what it would run; compile nothing.")
+def warmup_cmd(jobs: int | None, methods_: str | None, force: bool, list_: bool) -> None:
+    """Compile every registered method's integrators into Numba's cache, once per
+    installation (`make demo` runs it).
+
+    Afterwards a new model's first run, planar or spatial, with any method, compiles
+    the model's own kernels (seconds) and no integrator.  It steps small models of
+    each kind (dense and sparse, without and with user states) twice with each method
+    and constraint handling, in parallel processes, and says what it compiles and
+    about how long is left every 5 s.  A finished warm-up is recorded in the cache
+    folder: running it again does nothing until the runtime or Numba changes.
+    """
+    from mbdgen import warmup
+
+    selected = None
+    if methods_:
+        from mbdgen.precompile import parse_methods
+
+        selected = parse_methods(methods_)
+    if list_:
+        units = warmup.plan(selected)
+        for batch in warmup.groups(units, jobs or 1):
+            labels = ", ".join(u.method + (f"/{u.constraints}" if u.constraints else "")
+                               for u in batch)  # fmt: skip
+            click.echo(f"{warmup.MODELS[batch[0].model]:<24} about "
+                       f"{warmup.estimate(batch):5.0f} s CPU  {labels}")  # fmt: skip
+        return
+    record = warmup.warm(selected, jobs=jobs, force=force, echo=lambda s: click.echo(s, err=True))
+    where = warmup.record_path().parent
+    if record["skipped"]:
+        click.echo(
+            f"warm-up: already done for this installation ({len(record['rows'])} runs, "
+            f"{record['cpu_s']:.0f} s CPU; cache {where}); --force compiles again"
+        )
+        return
+    click.echo(
+        f"warm-up: {len(record['rows'])} runs in {record['wall_s']:.0f} s "
+        f"({record['cpu_s']:.0f} s CPU on {record['jobs']} processes, "
+        f"{record['compile_s']:.0f} s of it compiling); cache {where}"
+    )
+
+
 @main.command()
 @click.option("--quick", is_flag=True, help="Fewer steps and repeats (a smoke run).")
 @click.option("-o", "--output", default=None, help="Also write the numbers as JSON.")
@@ -1069,6 +1143,14 @@ def methods() -> None:
     help="Only the latency of a new model: every example model copied as a new file, "
     "from a fresh process to the end of its first ABM step (goal < 10 s).",
 )
+@click.option(
+    "--first-run",
+    is_flag=True,
+    help="Only the first run in a warmed installation (`mbdgen warmup` first, if needed): "
+    "a new planar and a new spatial model with one method of each family, from a fresh "
+    "process to its first step (goal ≤ 5 s), and how much a background compile slows a "
+    "foreground run (goal ≤ 10 %).",
+)
 def bench(
     quick: bool,
     output: str | None,
@@ -1077,12 +1159,26 @@ def bench(
     sweep_runs: int | None,
     chain: bool,
     new_models: bool,
+    first_run: bool = False,
 ) -> None:
     """Time mbdgen against a hand-written Numba kernel and a sympy.lambdify loop, the
     cold compile time and module size of planar N-link chains, and (full run) how long
     a new model takes to its first step."""
     from mbdgen.bench import report, run, scale, scale_report
 
+    if first_run:
+        from mbdgen import bench_first_run
+
+        methods = bench_first_run.METHODS[:3] if quick else bench_first_run.METHODS
+        numbers = {
+            "first_run": bench_first_run.first_runs(methods),
+            "background": bench_first_run.background_slowdown(2 if quick else 4),
+        }
+        click.echo(bench_first_run.report(numbers["first_run"], numbers["background"]))
+        if output:
+            _write_json(output, numbers)
+            click.echo(f"wrote {output}")
+        return
     if new_models:
         from mbdgen.bench import new_model_latency, new_model_report
 

@@ -294,23 +294,6 @@ def test_console_entry_keeps_output_and_exit_codes(planar, tmp_path):
     assert bad.stderr == f"error: result file {str(tmp_path / 'none.h5')!r} does not exist\n"
 
 
-def test_slow_work_is_announced_and_fast_work_is_silent(capsys):
-    """§6: a command that compiles (Numba, seconds to minutes the first time) says so
-    after SLOW_NOTICE_S of silence; warm work, done sooner, prints nothing."""
-    import time
-
-    from mbdgen.cli import _SlowNotice
-
-    with _SlowNotice("compiling X ...", after=0.05):
-        time.sleep(0.5)
-    with _SlowNotice("compiling Y ...", after=0.05) as notice:
-        notice.cancel()  # e.g. the first chunk of steps came back
-        time.sleep(0.2)
-    with _SlowNotice("compiling Z ...", after=5.0):
-        pass
-    assert capsys.readouterr().err == "compiling X ...\n"
-
-
 def test_settings_line_names_what_the_user_chose():
     """k only where the user picks it (Adams), tolerances and the output interval for
     an error-controlled method (its h is no step), HHT's α and ρ∞, Baumgarte's gains;
