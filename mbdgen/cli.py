@@ -677,6 +677,12 @@ def simulate(
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )
+    if get_method(method).error_controlled:
+        from mbdgen.accuracy import note
+
+        measured = note(method, rtol)
+        if measured is not None:
+            click.echo(f"note: {measured}", err=True)
     if result.info.get("removed_constraints"):
         click.echo(
             f"note: redundant constraint row(s) {', '.join(result.info['removed_constraints'])} "
