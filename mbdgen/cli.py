@@ -598,10 +598,10 @@ def simulate(
     bar = None
     from mbdgen.warmup import first_run_estimate
 
-    notice = _CompileWatch(
-        f"{module.MODEL_NAME}'s kernels and the {method} integrator",
-        estimate_s=first_run_estimate(module, method, constraints),
-    )
+    estimate = first_run_estimate(module, method, constraints)
+    # with a warm-up on record the integrator is cached: only the model's kernels compile
+    integrator = "" if estimate is None else f" and the {method} integrator"
+    notice = _CompileWatch(f"{module.MODEL_NAME}'s kernels{integrator}", estimate_s=estimate)
     if show:
         bar = click.progressbar(length=1000, label=f"{module.MODEL_NAME} t", file=sys.stderr)
         bar.__enter__()
