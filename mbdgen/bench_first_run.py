@@ -149,6 +149,8 @@ _BACKGROUND = (
 
 def background_slowdown(rounds: int = 4) -> dict[str, Any]:
     """(b) of the module docstring."""
+    from mbdgen.warmup import cores
+
     generated = ROOT / "generated" / "slider_crank.py"
     fg = subprocess.Popen([sys.executable, "-c", f"GENERATED = {str(generated)!r}\n" + _FOREGROUND],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -189,7 +191,7 @@ def background_slowdown(rounds: int = 4) -> dict[str, Any]:
         "cpu_ratio": cpu,
         "rounds_overlapped": overlapped,
         "rounds": rounds,
-        "cores": len(os.sched_getaffinity(0)),
+        "cores": cores(),
         "goal_slowdown": GOAL_BACKGROUND_SLOWDOWN,
         "pass_background": bool(wall <= GOAL_BACKGROUND_SLOWDOWN),
     }

@@ -322,7 +322,7 @@ def warm(
         record = done(units)
         if record is not None:
             return {**record, "skipped": True}
-    jobs = max(1, jobs or min(len(os.sched_getaffinity(0)), 4))
+    jobs = max(1, jobs or min(cores(), 4))
     began, cpu0 = time.perf_counter(), _children_cpu()
     out_dir = modules_dir()
     echo(f"warm-up: generating {len(MODELS)} small models in {out_dir} ...")
@@ -439,6 +439,13 @@ def _ready(workers: list[_Worker], timeout: float) -> list[_Worker]:
             assert worker.process.stdout is not None
             selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
         return [key.data for key, _ in selector.select(timeout)]
+
+
+def cores() -> int:
+    """The cores this process may use (all of them where the system cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def estimate(batch: list[Unit]) -> float:

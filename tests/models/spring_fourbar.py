@@ -10,35 +10,16 @@ other links' rates from the loop closure); the crank swings up to about 1.03 rad
 back past −0.6 rad in 2 s.
 """
 
-import math
+import sys
+from pathlib import Path
 
 from mbdgen.model import GROUND, Mechanism, forces, planar
 
-r1, r2, r3, r0 = 1.0, 3.0, 2.5, 3.0
-W0 = 2.0
+# the links, their closure and their velocities at t0: those of the driven four-bar
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
+from fourbar import coupler, crank, r0, r1, r2, r3, rocker  # noqa: E402
 
-B = (r1, 0.0)
-cx = (r2**2 - r3**2 - r1**2 + r0**2) / (2 * (r0 - r1))
-cy = math.sqrt(r2**2 - (cx - r1) ** 2)
-th2 = math.atan2(cy - B[1], cx - B[0])
-th3 = math.atan2(cy, cx - r0)
-s2, c2, s3, c3 = math.sin(th2), math.cos(th2), math.sin(th3), math.cos(th3)
-b1, b2 = 0.0, -r1 * W0
-det = (-r2 * s2) * (-r3 * c3) - (r3 * s3) * (r2 * c2)
-w2 = (b1 * (-r3 * c3) - (r3 * s3) * b2) / det
-w3 = ((-r2 * s2) * b2 - b1 * (r2 * c2)) / det
-
-
-def _bar(name, length, start, start_velocity, angle, omega):
-    c, s = math.cos(angle), math.sin(angle)
-    centroid = (start[0] + length / 2 * c, start[1] + length / 2 * s)
-    v = (start_velocity[0] - omega * length / 2 * s, start_velocity[1] + omega * length / 2 * c)
-    return planar.body(name, 1.0, length**2 / 12, q0=(*centroid, angle), qd0=(*v, omega))
-
-
-crank = _bar("crank", r1, (0.0, 0.0), (0.0, 0.0), 0.0, W0)
-coupler = _bar("coupler", r2, B, (0.0, r1 * W0), th2, w2)
-rocker = _bar("rocker", r3, (r0, 0.0), (0.0, 0.0), th3, w3)
+sys.path.pop(0)
 
 model = Mechanism(
     name="spring_fourbar",
