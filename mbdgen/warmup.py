@@ -7,7 +7,10 @@ implicit ones (the workspace types), and the constraint handling of the explicit
 methods (direct index-1 or Baumgarte, GCP, hybrid).  One small model of each kind
 (:mod:`mbdgen.warmup_models`), stepped twice with every method that takes it, fills
 Numba's on-disk cache (:mod:`mbdgen._numba_cache`) with every such integrator.  After
-that a new model's first run compiles its own kernels and no integrator.
+that a new model's first run compiles its own kernels and no integrator.  A spatial
+model, last, compiles the library kernels of the common spatial element types
+(:mod:`mbdgen.runtime.library`), which a new spatial model's first run would otherwise
+compile.
 
 The work is split into groups that compile different integrators (a method family on
 one kind of model, in one constraint handling), run in ``jobs`` processes; a group's
@@ -483,9 +486,10 @@ def _serve(out_dir: str) -> None:
     import warnings
 
     warnings.simplefilter("ignore")  # a two-step run's checks say nothing to anybody
+    answers, sys.stdout = sys.stdout, sys.stderr  # stdout carries the answers alone
     for line in sys.stdin:
         units = [Unit(**u) for u in json.loads(line)]
-        print(json.dumps(run_group(units, out_dir)), flush=True)
+        print(json.dumps(run_group(units, out_dir)), file=answers, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process
