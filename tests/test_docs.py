@@ -9,9 +9,10 @@ The documents follow three conventions, which this file is the executable form o
 * every command of a ```sh block is run (``\\`` continues a line, ``#`` starts a
   comment) with the ``mbdgen`` of this environment and must exit 0, except the
   set-up lines (``make …``, ``source …``) that the test environment has already done,
-  ``mbdgen bench``, which runs for minutes and has its own tests
-  (tests/test_bench.py), and a command whose comment says ``not run in CI`` (one that
-  needs what CI has not, e.g. a Dask scheduler of the user's cluster).
+  ``mbdgen bench`` and ``mbdgen warmup``, which run for minutes and have their own
+  tests (tests/test_bench.py, tests/test_warmup.py), and a command whose comment says
+  ``not run in CI`` (one that needs what CI has not, e.g. a Dask scheduler of the
+  user's cluster).
 
 Each document runs in a fresh temporary folder in which ``models/`` and ``tests/`` of
 the repository are linked (and ``docs/``) and ``generated/`` holds links to the committed generated
@@ -34,7 +35,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP_COMMANDS = ("make", "source")
-SKIP_MBDGEN = ("bench",)
+SKIP_MBDGEN = ("bench", "warmup")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 MBDGEN = str(Path(sys.executable).with_name("mbdgen"))
 
