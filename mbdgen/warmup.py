@@ -296,7 +296,7 @@ def run_group(units: list[Unit], out_dir: str) -> list[dict[str, Any]]:
 # -- in the parent -----------------------------------------------------------------------
 
 
-def _generate(out_dir: Path, echo: Callable[[str], None]) -> None:
+def _generate(out_dir: Path) -> None:
     """Generate the warm-up models' modules (in this process, before the workers start:
     two workers would write the same module)."""
     import mbdgen
@@ -329,7 +329,7 @@ def warm(
     began, cpu0 = time.perf_counter(), _children_cpu()
     out_dir = modules_dir()
     echo(f"warm-up: generating {len(MODELS)} small models in {out_dir} ...")
-    _generate(out_dir, echo)
+    _generate(out_dir)
     batches = groups(units, jobs)
     expected = sum(estimate(b) for b in batches) / jobs
     echo(
