@@ -525,6 +525,13 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
 @click.option("--hold", multiple=True, help="With --assemble: a coordinate kept at its q0.")
 @click.option("--output-every", default=1, show_default=True, type=int, help="Record stride.")
 @click.option("-o", "--output", default=None, help="Result file (.npz, .h5 or .csv).")
+@click.option(
+    "--stream/--no-stream",
+    default=None,
+    help="Keep the output rows on disk beside the -o FILE.h5 while the run goes, so that "
+    "memory stays flat however long it is (default: when they would take more than a "
+    "quarter of the memory available).",
+)
 @click.option("--plot", "plot_path", default=None, help="Also write a plot (.png, .pdf, .svg).")
 @click.option("--out-dir", default="generated", show_default=True, help="Generated modules.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
@@ -567,6 +574,7 @@ def simulate(
     hold: tuple[str, ...],
     output_every: int,
     output: str | None,
+    stream: bool | None,
     plot_path: str | None,
     out_dir: str,
     progress: bool | None,
@@ -588,12 +596,31 @@ def simulate(
     # a destination that cannot be written must fail now, not after the run
     if output:
         check_destination(output)
+    hdf5 = bool(output) and Path(output).suffix.lower() in (".h5", ".hdf5")  # type: ignore[arg-type]
+    if stream and not hdf5:
+        raise MbdgenError(
+            "--stream keeps the rows on disk beside the result file and writes it block by "
+            "block: give -o FILE.h5 (.npz and .csv files are written from memory)"
+        )
     if plot_path:
         check_destination(plot_path, PLOT_SUFFIXES)
     _check_parameter_names(model, out_dir, _parse_params(params))
     # NAME=VALUE as -p and --x0 (a sweep's q0.NAME): simulate() takes them by name
     initial = {"q0": _parse_params(q0, "--q0"), "qd0": _parse_params(qd0, "--qd0")}
     module = _compile(model, out_dir)
+    if stream is None and hdf5:
+        from mbdgen.simulation import output_bytes, too_large_for_memory
+
+        need = output_bytes(module, h, t_end, output_every)
+        stream = too_large_for_memory(need)
+        if stream:
+            from mbdgen.rowstore import bytes_text
+
+            click.echo(
+                f"note: the output rows (up to {bytes_text(need)}) stay on disk beside {output} "
+                "while the run goes, not in memory (--no-stream: in memory)",
+                err=True,
+            )
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     from mbdgen.warmup import first_run_estimate
@@ -653,6 +680,7 @@ def simulate(
                 progress=callback,
                 phi_tol=phi_tol,
                 energy_tol=energy_tol,
+                stream_to=output if stream else None,
             )
     except SimulationError as exc:
         stopped = exc.reason in ("interrupted", "terminated")

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from mbdgen import rowstore
 from mbdgen.errors import MbdgenError, OutputError, ResultFileError
 from mbdgen.fileio import atomic_write, blocking_file
 from mbdgen.methods import METHODS
@@ -208,6 +209,9 @@ class Result:
     _reactions: np.ndarray | None = field(default=None, repr=False)
     _power: np.ndarray | None = field(default=None, repr=False)
     _derive: Any = field(default=None, repr=False, compare=False)
+    #: The :class:`mbdgen.rowstore.RowStore` holding the arrays of a run that streamed its
+    #: rows to disk (``simulate(stream_to=...)``), else None.
+    _store: Any = field(default=None, repr=False, compare=False)
     state_names: tuple[str, ...] = ()
     states: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     state_rates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -270,7 +274,10 @@ class Result:
     def has_potential(self) -> bool:
         """False when the model gave no potential energy V (stored as NaN)."""
         energy = self.energy
-        return energy is not None and not (len(energy) and np.isnan(energy[:, 1]).all())
+        # row 0 first: a streamed run's column stays on disk (mbdgen.rowstore)
+        return energy is not None and not (
+            len(energy) and np.isnan(energy[0, 1]) and np.isnan(energy[:, 1]).all()
+        )
 
     @property
     def potential(self) -> np.ndarray:
@@ -510,7 +517,9 @@ class Result:
         path = check_destination(path)
         suffix = path.suffix.lower()
         try:
-            if suffix in (".h5", ".hdf5"):
+            if suffix in (".h5", ".hdf5") and self._store is not None:
+                self._save_h5_blocks(path)
+            elif suffix in (".h5", ".hdf5"):
                 with atomic_write(path) as fh:
                     self._save_h5(fh)
             else:
@@ -573,35 +582,11 @@ class Result:
         """
         import h5py
 
-        from mbdgen import __version__
-
-        info = self.info
         # built in memory, then one plain write: HDF5 writing into fh crashed the
         # interpreter when the disk filled part-way
         buffer = io.BytesIO()
         with h5py.File(buffer, "w", track_order=True) as f:
-            f.attrs["format"] = HDF5_FORMAT
-            f.attrs["format_version"] = HDF5_FORMAT_VERSION
-            f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
-            f.create_dataset("meta", data=json.dumps(self._meta()))
-            for key, value in info.items():
-                if key in ("parameters", "initial_states") or value is None:
-                    continue
-                if not isinstance(value, bool | int | float | str):
-                    value = json.dumps(value)
-                if isinstance(value, str) and len(value) > _MAX_ATTRIBUTE_CHARS:
-                    value = value[:_MAX_ATTRIBUTE_CHARS] + " ... (complete in the meta dataset)"
-                f.attrs[key] = value
-            for group, values in (
-                ("counters", self.counters),
-                ("parameters", info.get("parameters", {})),
-                ("initial_states", info.get("initial_states", {})),
-            ):
-                g = f.create_group(group, track_order=True)
-                for key, value in values.items():
-                    g.attrs[key] = (
-                        value if isinstance(value, bool | int | float | str) else json.dumps(value)
-                    )
+            self._h5_header(f)
             for name, value in self._arrays().items():
                 value = np.ascontiguousarray(value)
                 big = value.size > 1024
@@ -612,14 +597,89 @@ class Result:
                     compression_opts=4 if big else None,
                     shuffle=big,
                 )
-                columns = self._column_names(name)
-                if columns:
-                    ds.attrs["columns"] = columns
-                units = self._units(name)
-                if units:
-                    ds.attrs["units"] = units
-                ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
+                self._h5_describe(ds, name)
         fh.write(buffer.getbuffer())
+
+    def _h5_header(self, f: Any) -> None:
+        """The root attributes, the ``meta`` dataset and the attribute groups of an HDF5
+        result (see :meth:`_save_h5`)."""
+        from mbdgen import __version__
+
+        info = self.info
+        f.attrs["format"] = HDF5_FORMAT
+        f.attrs["format_version"] = HDF5_FORMAT_VERSION
+        f.attrs["mbdgen_version"] = str(info.get("mbdgen_version") or __version__)
+        f.create_dataset("meta", data=json.dumps(self._meta()))
+        for key, value in info.items():
+            if key in ("parameters", "initial_states") or value is None:
+                continue
+            if not isinstance(value, bool | int | float | str):
+                value = json.dumps(value)
+            if isinstance(value, str) and len(value) > _MAX_ATTRIBUTE_CHARS:
+                value = value[:_MAX_ATTRIBUTE_CHARS] + " ... (complete in the meta dataset)"
+            f.attrs[key] = value
+        for group, values in (
+            ("counters", self.counters),
+            ("parameters", info.get("parameters", {})),
+            ("initial_states", info.get("initial_states", {})),
+        ):
+            g = f.create_group(group, track_order=True)
+            for key, value in values.items():
+                g.attrs[key] = (
+                    value if isinstance(value, bool | int | float | str) else json.dumps(value)
+                )
+
+    def _h5_describe(self, ds: Any, name: str) -> None:
+        """Column names, units and a description as attributes of dataset ``name``."""
+        columns = self._column_names(name)
+        if columns:
+            ds.attrs["columns"] = columns
+        units = self._units(name)
+        if units:
+            ds.attrs["units"] = units
+        ds.attrs["description"] = _DESCRIPTIONS.get(name, name)
+
+    def _save_h5_blocks(self, path: Path) -> None:
+        """HDF5 as :meth:`_save_h5` lays it out, written block by block from arrays that
+        stay on disk (a run that streamed its rows, :mod:`mbdgen.rowstore`), so that the
+        memory a save takes is the same for any number of rows.
+
+        The datasets are contiguous and uncompressed: their size is known, so the whole
+        file's blocks are reserved before HDF5 writes a byte (a disk without room fails
+        there, one :class:`~mbdgen.errors.WriteError`, and HDF5 never meets a failing
+        write, which crashed it), and a reader can map them instead of reading them
+        (:func:`load` does, for large ones).  Written to a temporary file beside
+        ``path`` and renamed over it once complete (:func:`~mbdgen.fileio.atomic_write`).
+        """
+        import h5py
+
+        arrays = self._arrays()
+        meta = len(json.dumps(self._meta()))
+        info = self.info
+        small = (
+            len(self.counters)
+            + len(info.get("parameters", {}))
+            + len(info.get("initial_states", {}))
+        )
+        # the data, the meta JSON, the attributes (each info item at most
+        # _MAX_ATTRIBUTE_CHARS) and HDF5's headers: HDF5 never writes past this
+        need = sum(8 * a.size for a in arrays.values()) + meta + (1 << 20)
+        need += len(info) * (_MAX_ATTRIBUTE_CHARS + 512) + 512 * small + 8192 * len(arrays)
+        store = self._store
+        with atomic_write(path, "w+b") as fh:
+            rowstore.reserve(fh.fileno(), need, keep_size=True)
+            with h5py.File(fh, "w", track_order=True) as f:
+                self._h5_header(f)
+                for name, value in arrays.items():
+                    ds = f.create_dataset(name, shape=value.shape, dtype=np.float64)
+                    for a in rowstore.blocks(len(value)):
+                        b = a + rowstore.BLOCK_ROWS
+                        ds[a:b] = value[a:b]
+                        if store is not None:
+                            store.release()
+                    self._h5_describe(ds, name)
+            fh.flush()
+            rowstore.trim(fh.fileno())
 
     def _units(self, name: str) -> str | list[str] | None:
         """The ``units`` attribute of dataset ``name`` (ASCII, UDUNITS syntax): one unit
@@ -909,7 +969,7 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
             if f.attrs.get("format") != HDF5_FORMAT or not set(_REQUIRED) <= names:
                 raise _missing(where, "an HDF5 file", names)
             meta = json.loads(f["meta"].asstr()[()])
-            arrays = {key: np.asarray(f[key][()]) for key in names if key != "meta"}
+            arrays = {key: _dataset_array(path, f[key]) for key in names if key != "meta"}
     except ResultFileError:
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -917,6 +977,28 @@ def _read_h5(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
             f"{where} is damaged (truncated or corrupt HDF5 file: {type(exc).__name__}: {exc})"
         ) from None
     return meta, arrays
+
+
+#: A dataset at least this large that lies in one piece in the file, uncompressed, is
+#: mapped into memory by :func:`load` instead of read (a streamed run's, written by
+#: ``Result._save_h5_blocks``), so that loading a long run takes no memory for it.
+MAP_BYTES = 64 << 20
+
+
+def _dataset_array(path: Path, ds: Any) -> np.ndarray:
+    """Dataset ``ds`` of the file ``path`` as an array: read into memory, or mapped
+    read-only where it is large and contiguous (:data:`MAP_BYTES`)."""
+    if (
+        ds.nbytes >= MAP_BYTES
+        and ds.chunks is None
+        and ds.compression is None
+        and ds.dtype == np.dtype("<f8")
+        and not ds.external
+    ):
+        offset = ds.id.get_offset()
+        if offset is not None:
+            return np.memmap(path, dtype="<f8", mode="r", offset=offset, shape=ds.shape)
+    return np.asarray(ds[()])
 
 
 def _outside(f: Any, name: str) -> str | None:

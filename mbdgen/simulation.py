@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mbdgen import geometry, interrupts, specialize
+from mbdgen import geometry, interrupts, rowstore, specialize
 from mbdgen.analysis.assembly import (
     CONSISTENCY_TOL,
     RemovedRows,
@@ -34,6 +34,7 @@ from mbdgen.errors import Interrupted, MbdgenError, SimulationError
 from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
+from mbdgen.rowstore import RowStore, bytes_text
 from mbdgen.runtime import partition, postprocess, shared, sparse
 from mbdgen.runtime.status import MESSAGES, NEWTON_FAILED, NONFINITE, OK, REPARTITION, SINGULAR
 from mbdgen.steppers import (
@@ -110,36 +111,58 @@ def _available_bytes() -> int | None:
         return None
 
 
-def _bytes_text(nbytes: float) -> str:
-    """``256 kB``, ``2.56 GB``: three digits, decimal units."""
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= size:
-            return f"{nbytes / size:.3g} {unit}"
-    return f"{nbytes:.0f} B"
+def _output_shape(
+    module: ModuleType, h: float, t_end: float, output_every: int, t0: float
+) -> tuple[int, int]:
+    """Rows and numbers per row of a run's output at most: every number a row may hold
+    (t, x and f, 2n each, the GCP aux record, m + 2 + 3n + 3, energy and power, 3) on
+    every ``output_every``-th of its steps of ``h`` from ``t0`` to ``t_end``."""
+    n, m = int(module.N_COORDINATES), int(module.N_CONSTRAINTS)
+    rows = int(round((float(t_end) - t0) / h)) // max(int(output_every), 1) + 1
+    return rows, 7 * n + m + 9
 
 
-def _check_output_size(rows: int, width: int, output_every: int) -> None:
+def output_bytes(
+    module: ModuleType, h: float, t_end: float, output_every: int = 1, t0: float = 0.0
+) -> float:
+    """The memory a run's output takes at most (:func:`_output_shape`), in bytes."""
+    rows, width = _output_shape(module, h, t_end, output_every, t0)
+    return 8.0 * rows * width
+
+
+def too_large_for_memory(nbytes: float) -> bool:
+    """Whether an output of ``nbytes`` takes more than :data:`MEMORY_WARN_SHARE` of the
+    memory available (where it is known)."""
+    free = _available_bytes()
+    return free is not None and nbytes > MEMORY_WARN_SHARE * free
+
+
+def _check_output_size(
+    module: ModuleType, h: float, t_end: float, output_every: int, t0: float
+) -> None:
     """Refuse, before allocating, an output that would not fit in memory; announce one
     that takes more than :data:`MEMORY_WARN_SHARE` of the memory available.  The
     estimate (every number a row may hold) is about the peak of a run and its save:
     the pendulum's 1e6 rows, 256 MB estimated, peaked at 246 MB (a 92 MB .npz)."""
+    rows, width = _output_shape(module, h, t_end, output_every, t0)
     need = 8.0 * rows * width
     have = _memory_bytes()
     remedy = (
         f"record fewer rows with a larger output_every (--output-every, now {output_every}) "
-        "or a shorter t_end"
+        "or a shorter t_end, or keep the rows on disk while the run goes "
+        "(stream_to=FOLDER; mbdgen simulate -o FILE.h5 --stream)"
     )
     if have is not None and need > MEMORY_SHARE * have:
         raise MbdgenError(
             f"the output would need {need / 2**30:.3g} GiB ({rows:,} rows of {width} numbers) "
             f"but this machine has {have / 2**30:.3g} GiB: {remedy}"
         )
-    free = _available_bytes()
-    if free is not None and need > MEMORY_WARN_SHARE * free:
+    if too_large_for_memory(need):
+        free = _available_bytes() or 0
         warnings.warn(
-            f"the output will take about {_bytes_text(need)} in memory ({rows:,} rows of "
+            f"the output will take about {bytes_text(need)} in memory ({rows:,} rows of "
             f"{width} numbers), more than {100 * MEMORY_WARN_SHARE:g} % of the "
-            f"{_bytes_text(free)} available: {remedy}",
+            f"{bytes_text(free)} available: {remedy}",
             OutputSizeWarning,
             stacklevel=3,
         )
@@ -268,18 +291,34 @@ def derived_quantities(
     n_react = int(getattr(module, "N_REACTIONS", 0)) if reactions else 0
     if rows * n_react * 12 > MAX_REACTION_VALUES:
         n_react = 0
-    energy = np.empty((rows, 2))
-    power = np.empty(rows)
+    store = result._store
+    zeros = np.zeros if store is None else store.zeros
+    energy = zeros((rows, 2))
+    power = zeros(rows)
     q, qd, lam = (column_block(a) for a in (result.q, result.qd, result.lam))
     states = column_block(result.states)  # each row's X into the tail of p
     t = np.ascontiguousarray(result.t)
     p = np.asarray(p, dtype=np.float64)
-    if n_react == 0 and hasattr(module, "energy_rows"):
-        # no reactions kernel to compile (3-8 s for a spatial model on a cold cache)
-        _postprocess(module, "energy_rows")(t, q, qd, lam, p, states, energy, power)
-    else:
-        react = np.zeros((rows, n_react, 12))
-        _postprocess(module, "derived")(t, q, qd, lam, p, states, energy, power, react)
+    energy_only = n_react == 0 and hasattr(module, "energy_rows")
+    if not energy_only:
+        react = zeros((rows, n_react, 12))
+    # rows on disk in blocks, each released before the next (the kernels are row by row)
+    size = rows if store is None else rowstore.BLOCK_ROWS
+    for a in rowstore.blocks(rows, size) if rows else ():
+        b = min(a + size, rows)
+        cut = [(block[a:b], col, width) for block, col, width in (q, qd, lam, states)]
+        if (
+            energy_only
+        ):  # no reactions kernel to compile (3-8 s for a spatial model on a cold cache)
+            _postprocess(module, "energy_rows")(
+                t[a:b], *cut[:3], p, cut[3], energy[a:b], power[a:b]
+            )
+        else:
+            _postprocess(module, "derived")(
+                t[a:b], *cut[:3], p, cut[3], energy[a:b], power[a:b], react[a:b]
+            )
+        if store is not None:
+            store.release()
     if not getattr(module, "HAS_POTENTIAL", True):
         energy[:, 1] = np.nan  # the model gave no V: unknown, not 0 (so P is unknown too)
         power[:] = np.nan
@@ -623,6 +662,8 @@ def _drive(
             accepted = stepper.accepted
             status = stepper.advance(min(chunk, n_steps - stepper.progress))
             interrupts.raise_if_received(mark)
+            if run.store is not None:
+                run.store.release()
             loop.chunks += 1
             loop.record(stepper)
             if stepper.CHOOSES_STEPS and status == OK and loop.stalled(run.t_end):
@@ -714,6 +755,7 @@ def simulate(
     phi_tol: float = PHI_TOL,
     energy_tol: float = ENERGY_TOL,
     strict: bool = False,
+    stream_to: str | Path | None = None,
 ) -> Result:
     """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
 
@@ -783,6 +825,12 @@ def simulate(
         ``extra_iteration`` (True: one Newton iteration past RADAU5's stopping test).
     strict : turn those warnings into a :class:`SimulationError` (for CI use); an
         inconsistent q0 then fails before the first step.
+    stream_to : a folder (or a file, whose folder is taken) where the output rows are
+        kept while the run goes, instead of memory (:mod:`mbdgen.rowstore`): the
+        memory of a run is then the same however many rows it records, and the same
+        numbers come out.  The space is reserved before the first step (a folder
+        without room fails then, naming it); ``result.save("run.h5")`` writes the
+        file block by block.  Meant for the folder of the file the result goes to.
 
     Redundant constraint rows of Φ_q(q0) are left out of the integration when Φ(q0)
     holds (λ = 0 there; ``info["removed_constraints"]``, ``info["lambda_not_unique"]``).
@@ -879,7 +927,12 @@ def simulate(
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
-    _check_output_size(n_steps // output_every + 1, 7 * n + m + 9, output_every)
+    store = None
+    if stream_to is None:
+        _check_output_size(module, h, float(t_end), output_every, t0)
+    else:
+        destination = Path(stream_to)
+        store = RowStore(destination if destination.is_dir() else destination.parent, destination)
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
@@ -951,6 +1004,7 @@ def simulate(
         newton_tol=newton_tol,
         gcp_ws=gcp_ws if partitioned else None,
         options=family_options,
+        store=store,
     )
     stepper = FAMILIES[spec.family](run)
     out = stepper.out
@@ -1020,6 +1074,7 @@ def simulate(
             },
         )
         label_result(result, module)
+        result._store = store
         result.reaction_names = reaction_names(module, len(result))
         result.step_history = loop.history_array()
         p_final = np.array(p, dtype=np.float64)
@@ -1089,13 +1144,23 @@ def energy_balance(result: Result) -> tuple[np.ndarray, float, float]:
     energy, power, t = result.energy, result.power, result.t
     if energy is None or power is None or len(t) < 2:
         return np.zeros(len(t)), 0.0, 0.0
-    balance = np.empty(len(t))
-    scale, quadrature = postprocess.energy_balance(
-        np.ascontiguousarray(t, dtype=np.float64),
-        np.ascontiguousarray(energy, dtype=np.float64),
-        np.ascontiguousarray(power, dtype=np.float64),
-        balance,
-    )  # one jitted pass (the NumPy expression of it cost ~35 µs a run)
+    t, energy, power = (np.ascontiguousarray(a, dtype=np.float64) for a in (t, energy, power))
+    store = result._store
+    if store is None:  # one jitted pass (the NumPy expression of it cost ~35 µs a run)
+        balance = np.empty(len(t))
+        scale, quadrature = postprocess.energy_balance(t, energy, power, balance)
+        return balance, float(scale), float(quadrature)
+    # rows on disk: in blocks, each but the first from two rows before it
+    balance = store.zeros(len(t))
+    carry = postprocess.energy_balance_start(energy)
+    for a in rowstore.blocks(len(t)):
+        b, back = min(a + rowstore.BLOCK_ROWS, len(t)), min(a, 2)
+        postprocess.energy_balance_rows(
+            t[a - back : b], energy[a - back : b], power[a - back : b], balance[a - back : b],
+            back, a - back, carry,
+        )  # fmt: skip
+        store.release()
+    scale, quadrature = postprocess.energy_balance_result(carry, len(t))
     return balance, float(scale), float(quadrature)
 
 
@@ -1104,9 +1169,10 @@ def _energy_warnings(result: Result, energy_tol: float) -> list[str]:
     if not result.has_potential:
         return []
     balance, scale, quadrature = energy_balance(result)
-    if not scale > 0.0 or not np.isfinite(balance).all():
+    store = result._store
+    if not scale > 0.0 or not rowstore.all_finite(balance, store):
         return []
-    worst = int(np.argmax(np.abs(balance)))
+    worst = rowstore.argmax(balance, np.abs, store)
     bound = energy_tol * scale + 10.0 * quadrature
     if abs(balance[worst]) <= bound:
         return []
@@ -1172,17 +1238,21 @@ def _drift_remedy(info: Mapping[str, Any]) -> str:
     )
 
 
+def _nan_as_inf(phi: np.ndarray) -> np.ndarray:
+    """‖Φ‖ with a NaN taken as the largest value."""
+    return np.where(np.isnan(phi), np.inf, phi)
+
+
 def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
     """Warnings for a finished run whose ‖Φ‖₂ exceeds ``phi_tol`` somewhere."""
     if not len(result) or not result.phi_norm.size:
         return []
-    phi = result.phi_norm
-    if np.isnan(phi).any():
-        phi = np.where(np.isnan(phi), np.inf, phi)
-    worst = int(np.argmax(phi))
-    if phi[worst] <= phi_tol:
+    phi, store = result.phi_norm, result._store
+    worst = rowstore.argmax(phi, _nan_as_inf, store)
+    peak = float(_nan_as_inf(phi[worst : worst + 1])[0])
+    if peak <= phi_tol:
         return []
-    first = int(np.argmax(phi > phi_tol))
+    first = rowstore.first_above(phi, phi_tol, _nan_as_inf, store)
     spec = METHODS.get(str(result.info.get("method")))
     if spec is not None and spec.family == "welch":
         remedy = "use a smaller step"
@@ -1219,7 +1289,7 @@ def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
         )
     else:
         remedy = _drift_remedy(result.info)
-    start = float(phi[0])
+    start = float(_nan_as_inf(phi[:1])[0])
     if start > phi_tol:
         # the start itself violates Φ: no gain or step repairs q0 (the run warned of it)
         remedy = (
@@ -1227,7 +1297,7 @@ def _constraint_warnings(result: Result, phi_tol: float) -> list[str]:
             f"assemble=True (--assemble); else {remedy}"
         )
     return [
-        f"the result violates its constraints: ‖Φ‖ reached {phi[worst]:.3g} at "
+        f"the result violates its constraints: ‖Φ‖ reached {peak:.3g} at "
         f"t = {result.t[worst]:.6g} (first above phi_tol = {phi_tol:g} at "
         f"t = {result.t[first]:.6g}); {remedy}"
     ]

@@ -38,12 +38,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mbdgen import specialize
+from mbdgen import rowstore, specialize
 from mbdgen.analysis.assembly import RemovedRows
 from mbdgen.codegen.abi import UNROLL_LIMIT
 from mbdgen.diagnose import STEP_SIZE_STALL
 from mbdgen.errors import MbdgenError
 from mbdgen.methods import KMAX, STARTS, Method, adams_tables, rk_arrays
+from mbdgen.rowstore import RowStore
 from mbdgen.runtime import (
     adaptive,
     dop853,
@@ -104,6 +105,8 @@ class Run:
     newton_tol: float
     gcp_ws: tuple | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the output arrays live when the run streams its rows to disk, else None.
+    store: RowStore | None = None
 
     @property
     def n(self) -> int:
@@ -117,6 +120,23 @@ class Run:
     def nd(self) -> int:
         """Number of user differential states X (the tail of ``p``)."""
         return int(getattr(self.module, "N_STATES", 0))
+
+    def zeros(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        """A zero-filled output array: in memory, or on disk where the run streams
+        (:mod:`mbdgen.rowstore`; the integrators cannot tell them apart)."""
+        return np.zeros(shape) if self.store is None else self.store.zeros(shape)
+
+    def output_grid(self) -> np.ndarray:
+        """The output times of an error-controlled run, t0 + (h · output_every) · j for
+        j = 0 … rows − 1, the last cut at t_end (written in blocks: the same numbers
+        as the one NumPy expression, without its temporary)."""
+        grid = self.zeros(self.rows)
+        step = self.h * self.output_every
+        for start in rowstore.blocks(self.rows):
+            stop = min(start + rowstore.BLOCK_ROWS, self.rows)
+            grid[start:stop] = self.t0 + step * np.arange(start, stop)
+        grid[-1] = min(grid[-1], self.t_end)
+        return grid
 
 
 @dataclass
@@ -186,10 +206,10 @@ class Stepper:
         aux = partition.n_aux(run.n, run.m) if run.gcp_ws is not None else index1.n_aux(run.m)
         dim = run.x.size
         self.out = Outputs(
-            t=np.zeros(run.rows),
-            x=np.zeros((run.rows, dim)),
-            f=np.zeros((run.rows, dim)),
-            aux=np.zeros((run.rows, aux)),
+            t=run.zeros(run.rows),
+            x=run.zeros((run.rows, dim)),
+            f=run.zeros((run.rows, dim)),
+            aux=run.zeros((run.rows, aux)),
         )
 
     def advance(self, todo: int) -> int:  # pragma: no cover - abstract
@@ -426,8 +446,7 @@ class VariableStep(Stepper):
                 stages=dop853.STAGES if run.spec.tableau == "dop853" else 0,
             )
         )
-        self.t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
-        self.t_out[-1] = min(self.t_out[-1], run.t_end)
+        self.t_out = run.output_grid()
         self.ws = self._right_side_workspace()
         self.aux = np.zeros(self.out.aux.shape[1])
 
@@ -503,10 +522,10 @@ class AccelerationState(Stepper):
         self.x[: 2 * n] = run.x
         self.x[3 * n + m : 3 * n + m + nd] = run.p[run.p.size - nd :]
         self.out = Outputs(
-            t=np.zeros(run.rows),
-            x=np.zeros((run.rows, self.x.size)),
+            t=run.zeros(run.rows),
+            x=run.zeros((run.rows, self.x.size)),
             f=np.zeros((run.rows, 0)),
-            aux=np.zeros((run.rows, 2)),
+            aux=run.zeros((run.rows, 2)),
         )
 
     def advance(self, todo: int) -> int:
@@ -799,8 +818,7 @@ class ErrorControlled:
 
     def _setup(self) -> None:
         run = self.run
-        t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
-        t_out[-1] = min(t_out[-1], run.t_end)
+        t_out = run.output_grid()
         self.ws = _index3_workspace(run, t_out)
         o, f = run.options, self.ws.fstate
         span = run.t_end - run.t0
@@ -872,11 +890,21 @@ class ErrorControlled:
         else:
             skipped = f"the model's n + m = {n + m} is above {PROJECT_LIMIT} (dense)"
             return {"rows": 0, "failed": 0, "skipped": skipped}
-        changed, failed = shared.project_entry(module, kernel)(
-            la, out.t[:k], out.x[:k], out.aux[:k], n, m, run.nd, run.p,
-            np.asarray(run.removed.active, dtype=np.float64), run.newton_tol,
-        )  # fmt: skip
-        return {"rows": int(changed), "failed": int(failed)}
+        project = shared.project_entry(module, kernel)
+        active = np.asarray(run.removed.active, dtype=np.float64)
+        changed = failed = 0
+        # row by row, so rows on disk go in blocks, each released before the next
+        size = k if run.store is None else rowstore.BLOCK_ROWS
+        for a in rowstore.blocks(k, size):
+            b = min(a + size, k)
+            rows, bad = project(
+                la, out.t[a:b], out.x[a:b], out.aux[a:b], n, m, run.nd, run.p, active,
+                run.newton_tol,
+            )  # fmt: skip
+            changed, failed = changed + int(rows), failed + int(bad)
+            if run.store is not None:
+                run.store.release()
+        return {"rows": changed, "failed": failed}
 
     def counters(self) -> dict[str, Any]:
         s = self.state
@@ -1021,8 +1049,7 @@ class Radau(ErrorControlled, _RadauOptions):
 
     def _setup(self) -> None:
         run = self.run
-        t_out = run.t0 + run.h * run.output_every * np.arange(run.rows)
-        t_out[-1] = min(t_out[-1], run.t_end)
+        t_out = run.output_grid()
         if getattr(run.module, "LINEAR_ALGEBRA", "dense") == "sparse":
             self.ws = radau.sparse_workspace(run.module, t_out, active=run.removed.active)
         else:

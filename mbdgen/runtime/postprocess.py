@@ -106,6 +106,22 @@ def _nan_max(m, v):
     return max(m, v)
 
 
+#: ``carry`` of :func:`energy_balance_rows`: W, W₂, max |W − W₂|, max T, max |V − V₀|,
+#: max |W|, whether some P ≠ 0, E₀ = T₀ + V₀ and V₀.
+CARRY_SIZE = 9
+
+
+@njit(cache=True)
+def energy_balance_start(energy):
+    """The ``carry`` of :func:`energy_balance_rows` before row 0, from row 0's [T, V]."""
+    carry = np.zeros(CARRY_SIZE)
+    carry[3] = energy[0, 0]
+    carry[4] = abs(energy[0, 1] - energy[0, 1])
+    carry[7] = energy[0, 0] + energy[0, 1]
+    carry[8] = energy[0, 1]
+    return carry
+
+
 @njit(cache=True)
 def energy_balance(t, energy, power, balance):
     """The energy balance of a run, as :func:`mbdgen.simulation.energy_balance` states
@@ -115,33 +131,48 @@ def energy_balance(t, energy, power, balance):
     Python's ``max`` picks it) and |W − W₂|/3 at the even rows, W₂ the rule on every
     second row (Richardson), 0 with fewer than 5 rows or P ≡ 0.  The operations of
     NumPy's ``diff``, ``cumsum`` and ``max`` in their order: the same numbers."""
-    k = t.shape[0]
-    e0 = energy[0, 0] + energy[0, 1]
-    v0 = energy[0, 1]
-    work = 0.0  # W of row i, the fine rule's running sum
-    coarse = 0.0  # W₂ of the even row i
-    worst = 0.0
-    top_t = energy[0, 0]
-    top_v = abs(energy[0, 1] - v0)
-    top_w = 0.0
-    nonzero = False
-    for i in range(k):
+    carry = energy_balance_start(energy)
+    energy_balance_rows(t, energy, power, balance, 0, 0, carry)
+    return energy_balance_result(carry, t.shape[0])
+
+
+@njit(cache=True)
+def energy_balance_rows(t, energy, power, balance, first, i0, carry):
+    """Rows ``first`` … of :func:`energy_balance`, of a block whose local row 0 is the
+    run's row ``i0``; ``carry`` (:data:`CARRY_SIZE`) holds the sums and maxima over the
+    rows before and is updated.  A block after the first starts two rows early
+    (``first`` = 2, those rows already done), so that the rules find rows i − 1 and
+    i − 2: a run in blocks gives the numbers of one call over all its rows."""
+    work, coarse, worst = carry[0], carry[1], carry[2]
+    top_t, top_v, top_w = carry[3], carry[4], carry[5]
+    nonzero = carry[6] != 0.0
+    e0, v0 = carry[7], carry[8]
+    for li in range(first, t.shape[0]):
+        i = i0 + li
         if i > 0:
-            work += 0.5 * (t[i] - t[i - 1]) * (power[i] + power[i - 1])
-            top_t = _nan_max(top_t, energy[i, 0])
-            top_v = _nan_max(top_v, abs(energy[i, 1] - v0))
+            work += 0.5 * (t[li] - t[li - 1]) * (power[li] + power[li - 1])
+            top_t = _nan_max(top_t, energy[li, 0])
+            top_v = _nan_max(top_v, abs(energy[li, 1] - v0))
             top_w = _nan_max(top_w, abs(work))
             if i % 2 == 0:
-                coarse += 0.5 * (t[i] - t[i - 2]) * (power[i] + power[i - 2])
+                coarse += 0.5 * (t[li] - t[li - 2]) * (power[li] + power[li - 2])
                 worst = _nan_max(worst, abs(work - coarse))
-        balance[i] = energy[i, 0] + energy[i, 1] - e0 - work
-        nonzero = nonzero or power[i] != 0.0
-    scale = top_t
-    if top_v > scale:
-        scale = top_v
-    if top_w > scale:
-        scale = top_w
-    quadrature = worst / 3.0 if k >= 5 and nonzero else 0.0
+        balance[li] = energy[li, 0] + energy[li, 1] - e0 - work
+        nonzero = nonzero or power[li] != 0.0
+    carry[0], carry[1], carry[2] = work, coarse, worst
+    carry[3], carry[4], carry[5] = top_t, top_v, top_w
+    carry[6] = 1.0 if nonzero else 0.0
+
+
+@njit(cache=True)
+def energy_balance_result(carry, k):
+    """(scale, quadrature) of :func:`energy_balance` from the ``carry`` after all ``k`` rows."""
+    scale = carry[3]
+    if carry[4] > scale:
+        scale = carry[4]
+    if carry[5] > scale:
+        scale = carry[5]
+    quadrature = carry[2] / 3.0 if k >= 5 and carry[6] != 0.0 else 0.0
     return scale, quadrature
 
 
