@@ -60,7 +60,8 @@ def test_an_output_over_a_quarter_of_available_memory_is_announced_before_the_ru
     assert said[0] == (
         f"the output will take about 256 kB in memory ({ROWS:,} rows of {WIDTH} numbers), "
         "more than 25 % of the 800 kB available: record fewer rows with a larger "
-        "output_every (--output-every, now 1) or a shorter t_end"
+        "output_every (--output-every, now 1) or a shorter t_end, or keep the rows on disk "
+        "while the run goes (stream_to=FOLDER; mbdgen simulate -o FILE.h5 --stream)"
     )
     assert issubclass(caught[0].category, simulation.OutputSizeWarning)
     assert not issubclass(simulation.OutputSizeWarning, simulation.ConstraintWarning)
