@@ -36,6 +36,7 @@ _LAZY = {
     "Model": ("mbdgen.model.core", "Model"),
     "sweep": ("mbdgen.sweeps", "sweep"),
     "load_sweep": ("mbdgen.sweeps", "load_sweep"),
+    "linearize": ("mbdgen.analysis.linearize", "linearize"),
 }
 
 __all__ = [

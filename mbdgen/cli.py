@@ -1068,6 +1068,116 @@ def equilibrium_cmd(
     _echo_multipliers(module, e.lam)
 
 
+def _linearize_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options ``linearize`` and ``modes`` share."""
+    for option in reversed(
+        (
+            click.option("-p", "--param", "params", multiple=True, help="A parameter: NAME=VALUE."),
+            click.option(
+                "--q0",
+                "q0",
+                multiple=True,
+                help="The guess of the equilibrium (or with --at-q0 the point): NAME=VALUE.",
+            ),
+            click.option(
+                "--at-q0",
+                is_flag=True,
+                help="Linearize at q0 itself (it must be an equilibrium) instead of the "
+                "equilibrium found near it.",
+            ),
+            click.option(
+                "--input",
+                "inputs",
+                multiple=True,
+                help="A coordinate on which an input generalized force acts (a column of B).",
+            ),
+            click.option("--t", "t", default=0.0, show_default=True, type=float, help="Time."),
+            click.option(
+                "--out-dir", default="generated", show_default=True, help="Generated modules."
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def _linear_model(
+    model: str,
+    params: tuple[str, ...],
+    q0: tuple[str, ...],
+    at_q0: bool,
+    inputs: tuple[str, ...],
+    t: float,
+    out_dir: str,
+) -> Any:
+    """Compile MODEL and linearize it; print the operating point and the modes."""
+    from mbdgen.analysis.linearize import linearize
+
+    _check_parameter_names(model, out_dir, _parse_params(params))
+    module = _compile(model, out_dir)
+    lin = linearize(
+        module,
+        _parse_params(q0, "--q0") or None,
+        params=_parse_params(params),
+        t=t,
+        find_equilibrium=not at_q0,
+        inputs=inputs,
+    )
+    where = "q0" if at_q0 else "the equilibrium found near q0"
+    click.echo(
+        f"{module.MODEL_NAME}: linearized at {where} (static force left {lin.residual:.1e}); "
+        f"{len(lin.independent)} degree(s) of freedom, independent coordinates "
+        f"{', '.join(lin.independent)}"
+    )
+    width = max(len(name) for name in lin.coordinates)
+    for name, value in zip(lin.coordinates, lin.q, strict=True):
+        click.echo(f"  {name:<{width}}  {value:>18.12g}")
+    click.echo(lin.table())
+    return lin
+
+
+@main.command("linearize")
+@click.argument("model", type=click.Path(dir_okay=False))
+@_linearize_options
+@click.option("-o", "--output", default=None, help="Write A, B, C, D, M, C, K, H (.npz).")
+def linearize_cmd(
+    model: str,
+    params: tuple[str, ...],
+    q0: tuple[str, ...],
+    at_q0: bool,
+    inputs: tuple[str, ...],
+    t: float,
+    out_dir: str,
+    output: str | None,
+) -> None:
+    """The linear state-space model of MODEL about an equilibrium, exact from its
+    generated Jacobian blocks: ẋ = A x + B u, x the independent coordinates and their
+    rates, u generalized forces on the --input coordinates, y = [δq; δq̇]."""
+    if output and Path(output).suffix.lower() != ".npz":
+        raise MbdgenError(f"-o {output}: a linear model is written as .npz")
+    lin = _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
+    if output:
+        with interrupts.held():
+            click.echo(f"wrote {lin.save(output)}")
+
+
+@main.command("modes")
+@click.argument("model", type=click.Path(dir_okay=False))
+@_linearize_options
+def modes_cmd(
+    model: str,
+    params: tuple[str, ...],
+    q0: tuple[str, ...],
+    at_q0: bool,
+    inputs: tuple[str, ...],
+    t: float,
+    out_dir: str,
+) -> None:
+    """The modes of MODEL about an equilibrium: natural frequency, damping ratio,
+    eigenvalue and the coordinates that move most."""
+    _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
+
+
 def _write_json(path: str, value: object) -> None:
     """``value`` as indented JSON in ``path``, atomically (a full disk: one line)."""
     import json

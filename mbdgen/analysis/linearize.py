@@ -1,0 +1,394 @@
+"""The linear model about an equilibrium, and its modes: exact, from the generated blocks.
+
+About an equilibrium q_e (q̇ = q̈ = 0 and Φ_qᵀλ_e = Q, Haug 1989 Eq. 7.5.2) the
+equations of motion M(q) q̈ + Φ_qᵀλ = Q(q, q̇, t), Φ(q) = 0 (Haug 1989 Eq. 6.3.18)
+perturbed by δq, δq̇, δλ are, to first order,
+
+    M δq̈ + (K_λ − Q_q) δq − Q_q̇ δq̇ + Φ_qᵀ δλ = 0,     Φ_q δq = 0,
+
+K_λ = (Φ_qᵀλ_e)_q the stiffness of the reactions as the constraint directions turn
+with q (the block ``phi_q_lam_q`` of Negrut et al. 2007, Eq. 12); (M q̈)_q vanishes
+with q̈.  The admissible δq are δq = H δv, v the independent coordinates of a
+partition by Gaussian elimination with full pivoting (Haug 1989 Eq. 4.4.8) and H =
+[−Φ_u⁻¹Φ_v; I] (Eqs. 7.5.17-7.5.19).  Premultiplied by Hᵀ, which removes Φ_qᵀδλ
+because Φ_q H = 0:
+
+    M_v δv̈ + C_v δv̇ + K_v δv = Hᵀ E u,
+    M_v = HᵀMH,   C_v = −Hᵀ Q_q̇ H,   K_v = Hᵀ(K_λ − Q_q)H,
+
+with E selecting the coordinates on which the inputs u (generalized forces) act.  In
+the states x = [δv; δv̇]: ẋ = A x + B u, y = [δq; δq̇] = C x (D = 0), with
+
+    A = [[0, I], [−M_v⁻¹K_v, −M_v⁻¹C_v]],   B = [[0], [M_v⁻¹HᵀE]],   C = [[H, 0], [0, H]].
+
+Every matrix comes from the generated kernels (M, Φ_q, Q_q, Q_q̇, (Φ_qᵀλ)_q), so the
+model is exact to rounding, never a finite difference (DESIGN rule 2).  K_v is also
+the Hessian of the potential energy on the constraint manifold for conservative
+forces (the λ term is the manifold's curvature).  The eigenvalues of A do not depend
+on the partition; the mode shapes are given in the model's own coordinates, δq = H δv.
+
+Not covered yet: user states, steady motions (a cyclic coordinate at constant speed)
+and velocity constraints; a model with states is refused in one line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from mbdgen.analysis.assembly import _kernel, redundant_rows
+from mbdgen.errors import MbdgenError
+
+#: Eigenvalues below this share of the largest |λ| (and singular values of K_v below
+#: it of the largest) are a neutral mode's zero (see :meth:`Linearization.modes`).
+ZERO_SHARE = 1e-6
+#: The operating point is an equilibrium where the reduced static force ‖Hᵀ Q‖∞ is at
+#: most this share of max(1, ‖Q‖∞).
+EQUILIBRIUM_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One eigenvalue λ of A (of a complex pair, the one with Im λ > 0) and its shape.
+
+    ``frequency_hz`` is the undamped natural frequency |λ|/2π, ``damped_hz`` Im λ/2π,
+    ``damping_ratio`` −Re λ/|λ| (1 for a decaying real eigenvalue, −1 for a growing
+    one, NaN at λ = 0), ``shape`` δq in the model's coordinates, scaled so that its
+    largest component is 1 (real), and ``dominant`` the coordinates whose component is
+    at least half of that.
+    """
+
+    eigenvalue: complex
+    frequency_hz: float
+    damped_hz: float
+    damping_ratio: float
+    shape: np.ndarray
+    dominant: tuple[str, ...]
+
+    @property
+    def stable(self) -> bool:
+        return self.eigenvalue.real < 0.0
+
+
+@dataclass
+class Linearization:
+    """The linear model about ``q`` (see the module docstring for every matrix).
+
+    Attributes
+    ----------
+    q, lam : the operating point and its multipliers (Φ_qᵀλ = Q).
+    coordinates : names of q; ``independent`` those of v (the states are v, then v̇).
+    H : (n, k) δq = H δv.
+    mass, damping, stiffness : (k, k) M_v, C_v, K_v.
+    A, B, C, D : the state-space model ẋ = A x + B u, y = C x + D u, x = [δv; δv̇],
+        u the generalized forces on ``inputs``, y = [δq; δq̇].
+    eigenvalues : of A, sorted by |λ| (then by Im λ).
+    residual : ‖Hᵀ Q‖∞ at q, the static force left over.
+    """
+
+    q: np.ndarray
+    lam: np.ndarray
+    t: float
+    coordinates: tuple[str, ...]
+    independent: tuple[str, ...]
+    inputs: tuple[str, ...]
+    H: np.ndarray
+    mass: np.ndarray
+    damping: np.ndarray
+    stiffness: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    D: np.ndarray
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+    residual: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return self.independent + tuple(f"{name}_d" for name in self.independent)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.coordinates + tuple(f"{name}_d" for name in self.coordinates)
+
+    def modes(self) -> list[Mode]:
+        """The modes by |λ|: first the neutral ones, then one per real eigenvalue and per
+        complex pair (the one with Im λ > 0).
+
+        A neutral mode (a direction without stiffness, e.g. a link's spin about its own
+        axis on spherical joints) is a double zero eigenvalue of A, a Jordan block,
+        which rounding splits into ±√ε|λ|max: eigenvalues below :data:`ZERO_SHARE` ×
+        max |λ| are taken as zero, and the neutral modes' shapes are the null space of
+        K_v (its singular values below :data:`ZERO_SHARE` × the largest)."""
+        modes = []
+        k = len(self.independent)
+        sizes = np.abs(self.eigenvalues)
+        zero = ZERO_SHARE * float(sizes.max(initial=0.0))
+        _, sv, vt = np.linalg.svd(self.stiffness)
+        null = vt[sv <= ZERO_SHARE * float(sv.max(initial=0.0))]
+        for direction in null:
+            modes.append(self._mode(0j, self.H @ direction))
+        for value, vector in zip(self.eigenvalues, self.eigenvectors.T, strict=True):
+            if value.imag < 0.0 or abs(value) <= zero:
+                continue
+            modes.append(self._mode(complex(value), self.H @ vector[:k]))
+        return modes
+
+    def _mode(self, value: complex, shape: np.ndarray) -> Mode:
+        big = int(np.argmax(np.abs(shape)))
+        if abs(shape[big]) > 0.0:
+            shape = shape / shape[big]
+        if np.abs(np.imag(shape)).max(initial=0.0) <= 1e-12:
+            shape = np.real(shape)
+        size = abs(value)
+        dominant = tuple(
+            name for name, c in zip(self.coordinates, np.abs(shape), strict=True) if c >= 0.5
+        )
+        return Mode(
+            eigenvalue=value,
+            frequency_hz=size / (2.0 * math.pi),
+            damped_hz=value.imag / (2.0 * math.pi),
+            damping_ratio=-value.real / size if size > 0.0 else math.nan,
+            shape=shape,
+            dominant=dominant,
+        )
+
+    def table(self) -> str:
+        """The modes as a text table (frequency in Hz, damping ratio, eigenvalue)."""
+        lines = [
+            f"{'mode':>4}  {'f_n [Hz]':>12}  {'damping ratio':>13}  {'eigenvalue [1/s]':>30}  "
+            "dominant coordinates"
+        ]
+        for i, mode in enumerate(self.modes(), 1):
+            value = mode.eigenvalue
+            # a real part at rounding level of |λ| (an undamped mode) is shown as 0
+            real = 0.0 if abs(value.real) <= 1e-12 * abs(value) else value.real
+            text = f"{real:.6g} ± {value.imag:.6g}j" if value.imag > 0.0 else f"{real:.6g}"
+            if value == 0:
+                text = "0 (neutral)"
+            ratio = "-" if math.isnan(mode.damping_ratio) else f"{0.0 - real / abs(value):.6g}"
+            lines.append(
+                f"{i:>4}  {mode.frequency_hz:>12.6g}  {ratio:>13}  {text:>30}  "
+                f"{', '.join(mode.dominant)}"
+            )
+        return "\n".join(lines)
+
+    def to_scipy(self) -> Any:
+        """The model as a ``scipy.signal.StateSpace`` (inputs and outputs in the order
+        of :attr:`inputs` and :attr:`output_names`)."""
+        from scipy import signal
+
+        return signal.StateSpace(self.A, self._b(), self.C, self._d())
+
+    def to_control(self) -> Any:
+        """The model as a python-control ``StateSpace`` (``control.ss``), with the
+        state, input and output names; python-control is not a dependency of mbdgen."""
+        try:
+            import control
+        except ImportError:
+            raise MbdgenError(
+                "python-control is not installed: pip install control (or use to_scipy())"
+            ) from None
+        return control.ss(
+            self.A,
+            self._b(),
+            self.C,
+            self._d(),
+            states=list(self.state_names),
+            inputs=list(self.inputs) or ["u"],
+            outputs=list(self.output_names),
+        )
+
+    def _b(self) -> np.ndarray:
+        # a system without inputs as one input that does nothing (state-space classes
+        # need at least one)
+        return self.B if self.B.shape[1] else np.zeros((self.A.shape[0], 1))
+
+    def _d(self) -> np.ndarray:
+        return self.D if self.D.shape[1] else np.zeros((self.C.shape[0], 1))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the matrices, names and eigenvalues as a NumPy ``.npz``, atomically."""
+        import json
+
+        from mbdgen.fileio import atomic_write
+
+        path = Path(path)
+        if path.suffix.lower() != ".npz":
+            raise MbdgenError(
+                f"a linear model is written as .npz, not {path.suffix or path.name!r}"
+            )
+        names = {
+            "coordinates": list(self.coordinates),
+            "independent": list(self.independent),
+            "states": list(self.state_names),
+            "inputs": list(self.inputs),
+            "outputs": list(self.output_names),
+            "info": self.info,
+        }
+        with atomic_write(path) as fh:
+            np.savez(
+                fh,
+                A=self.A, B=self.B, C=self.C, D=self.D, H=self.H, mass=self.mass,
+                damping=self.damping, stiffness=self.stiffness, q=self.q, lam=self.lam,
+                eigenvalues=self.eigenvalues, meta=np.array(json.dumps(names)),
+            )  # fmt: skip
+        return path
+
+
+def linearize(
+    model: ModuleType | str | Path,
+    q0: Sequence[float] | Mapping[str, float] | None = None,
+    *,
+    params: Mapping[str, float] | None = None,
+    t: float = 0.0,
+    find_equilibrium: bool = True,
+    inputs: Sequence[str] = (),
+) -> Linearization:
+    """The linear model of ``model`` about an equilibrium (see the module docstring).
+
+    Parameters
+    ----------
+    q0 : the operating point, or the guess from which the equilibrium is found (every
+        coordinate, or some by name; default the model's ``Q0``).
+    find_equilibrium : find the equilibrium near ``q0`` first
+        (:func:`mbdgen.analysis.equilibrium.equilibrium`, minimum potential energy);
+        False: ``q0`` itself, put onto Φ = 0, which must be an equilibrium.
+    inputs : coordinates on which an input generalized force acts (a column of B each).
+    t : the time at which forces and constraints are evaluated.
+
+    Raises
+    ------
+    MbdgenError
+        The model has user states or moving constraints, the point is not an
+        equilibrium, a name is unknown, or M_v is singular (the message says which).
+    """
+    from mbdgen.analysis.equilibrium import equilibrium
+    from mbdgen.analysis.kinematics import newton_positions
+    from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
+    from mbdgen.runtime.partition import choose_partition
+
+    module = resolve_model(model)
+    name = module.MODEL_NAME
+    if getattr(module, "N_STATES", 0):
+        raise MbdgenError(
+            f"model {name!r} has user states ({', '.join(module.STATE_NAMES)}): linearize "
+            "covers models without them"
+        )
+    coordinates = tuple(module.COORDINATE_NAMES)
+    unknown = [c for c in inputs if c not in coordinates]
+    if unknown:
+        raise MbdgenError(
+            f"no coordinate {unknown[0]!r} to take an input force; the coordinates are "
+            f"{', '.join(coordinates)}"
+        )
+    n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+    p = parameter_vector(module, params)
+    q = coordinate_vector(module, q0, np.asarray(module.Q0, dtype=float), "q0")
+    if find_equilibrium:
+        q = equilibrium(module, q0=q, t=t, params=params).q
+    else:
+        solved = newton_positions(module, t, q, p, tol=1e-12, max_iterations=100)
+        if solved is None:
+            raise MbdgenError(f"no q near q0 satisfies the constraints of {name!r}")
+        q = solved[0]
+    zero = np.zeros(n)
+    if m and np.abs(_kernel(module, "phi_t", t, q, p)).max(initial=0.0) > 0.0:
+        raise MbdgenError(
+            f"the constraints of {name!r} depend on time (a driver): it has no equilibrium "
+            "to linearize about"
+        )
+    jac = _kernel(module, "phi_q", t, q, p)
+    rows = list(range(m))
+    if m:
+        _, redundant = redundant_rows(jac)
+        rows = [i for i in rows if i not in redundant]
+    if rows:
+        dep, ind, _ = choose_partition(jac[rows])
+    else:
+        dep, ind = np.zeros(0, dtype=np.int64), np.arange(n)
+    if ind.size == 0:
+        raise MbdgenError(f"model {name!r} has no degree of freedom: nothing moves to linearize")
+    H = np.zeros((n, ind.size))
+    H[ind, np.arange(ind.size)] = 1.0
+    if dep.size:
+        H[dep] = -np.linalg.solve(jac[rows][:, dep], jac[rows][:, ind])
+    force = _kernel(module, "force", t, q, zero, p)
+    residual = float(np.abs(H.T @ force).max(initial=0.0))
+    scale = max(1.0, float(np.abs(force).max(initial=0.0)))
+    if not residual <= EQUILIBRIUM_TOL * scale:
+        raise MbdgenError(
+            f"q is not an equilibrium of {name!r}: the force along the independent "
+            f"coordinates ({', '.join(coordinates[i] for i in ind)}) is {residual:.3g}; "
+            "find one first (find_equilibrium=True; mbdgen linearize without --at-q0)"
+        )
+    lam = np.zeros(m)
+    if m:
+        lam, *_ = np.linalg.lstsq(jac.T, force, rcond=None)
+    blocks = {}
+    for block, args in (
+        ("mass", (t, q, p)),
+        ("force_q", (t, q, zero, p)),
+        ("force_qd", (t, q, zero, p)),
+        ("phi_q_lam_q", (t, q, lam, p)),
+    ):
+        out = np.zeros((n, n))
+        getattr(module, block)(*args, out)
+        blocks[block] = out
+    mass = H.T @ blocks["mass"] @ H
+    damping = -H.T @ blocks["force_qd"] @ H
+    stiffness = H.T @ (blocks["phi_q_lam_q"] - blocks["force_q"]) @ H
+    k = ind.size
+    select = np.zeros((n, len(inputs)))
+    for j, coordinate in enumerate(inputs):
+        select[coordinates.index(coordinate), j] = 1.0
+    try:
+        solved_all = np.linalg.solve(mass, np.hstack([stiffness, damping, H.T @ select]))
+    except np.linalg.LinAlgError:
+        raise MbdgenError(
+            f"the reduced mass matrix of {name!r} is singular at q: a coordinate without inertia"
+        ) from None
+    A = np.zeros((2 * k, 2 * k))
+    A[:k, k:] = np.eye(k)
+    A[k:, :k] = -solved_all[:, :k]
+    A[k:, k:] = -solved_all[:, k : 2 * k]
+    B = np.zeros((2 * k, len(inputs)))
+    B[k:] = solved_all[:, 2 * k :]
+    C = np.zeros((2 * n, 2 * k))
+    C[:n, :k] = H
+    C[n:, k:] = H
+    from scipy.linalg import eig
+
+    values, vectors = eig(A)
+    order = np.lexsort((values.imag, np.round(np.abs(values), 12)))
+    return Linearization(
+        q=q,
+        lam=lam,
+        t=t,
+        coordinates=coordinates,
+        independent=tuple(coordinates[i] for i in ind),
+        inputs=tuple(inputs),
+        H=H,
+        mass=mass,
+        damping=damping,
+        stiffness=stiffness,
+        A=A,
+        B=B,
+        C=C,
+        D=np.zeros((2 * n, len(inputs))),
+        eigenvalues=values[order],
+        eigenvectors=vectors[:, order],
+        residual=residual,
+        info={
+            "model": name,
+            "parameters": dict(zip(module.PARAMETER_NAMES, p.tolist(), strict=True)),
+        },
+    )
