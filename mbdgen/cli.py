@@ -1164,6 +1164,14 @@ def linearize_cmd(
 @main.command("modes")
 @click.argument("model", type=click.Path(dir_okay=False))
 @_linearize_options
+@click.option(
+    "--sweep",
+    default=None,
+    metavar="NAME=START:STOP:COUNT",
+    help="The eigenvalues against a parameter, COUNT values from START to STOP.",
+)
+@click.option("-o", "--output", default=None, help="With --sweep: the table (.csv).")
+@click.option("--plot", "plot_path", default=None, help="With --sweep: Re, Im λ (.png, .pdf).")
 def modes_cmd(
     model: str,
     params: tuple[str, ...],
@@ -1172,10 +1180,68 @@ def modes_cmd(
     inputs: tuple[str, ...],
     t: float,
     out_dir: str,
+    sweep: str | None,
+    output: str | None,
+    plot_path: str | None,
 ) -> None:
     """The modes of MODEL about an equilibrium: natural frequency, damping ratio,
-    eigenvalue and the coordinates that move most."""
-    _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
+    eigenvalue and the coordinates that move most; with --sweep, the eigenvalues
+    against a parameter (a table, -o as .csv, --plot as a picture)."""
+    from mbdgen.results import PLOT_SUFFIXES, check_destination
+
+    if sweep is None:
+        if output or plot_path:
+            raise MbdgenError("-o and --plot go with --sweep NAME=START:STOP:COUNT")
+        _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
+        return
+    from mbdgen.analysis.linearize import eigenvalue_text, sweep_modes
+
+    name, grid = _parse_sweep(sweep)
+    if output:
+        check_destination(output, (".csv",))
+    if plot_path:
+        check_destination(plot_path, PLOT_SUFFIXES)
+    _check_parameter_names(model, out_dir, {**_parse_params(params), name: 0.0})
+    module = _compile(model, out_dir)
+    result = sweep_modes(
+        module,
+        name,
+        grid,
+        _parse_params(q0, "--q0") or None,
+        params=_parse_params(params),
+        t=t,
+        find_equilibrium=not at_q0,
+    )
+    stride = max(1, grid.size // 20)
+    shown_rows = "" if stride == 1 else f"; every {stride}th value shown, all of them in -o"
+    click.echo(
+        f"{module.MODEL_NAME}: eigenvalues [1/s] of the linear model at {grid.size} values of "
+        f"{name} (those with Im λ ≥ 0{shown_rows})"
+    )
+    for i in sorted({*range(0, grid.size, stride), grid.size - 1}):
+        text = ", ".join(eigenvalue_text(v, 5) for v in result.eigenvalues[i] if v.imag >= 0.0)
+        click.echo(f"  {name} = {grid[i]:<10.6g} {text}")
+    if output:
+        click.echo(f"wrote {result.save(output)}")
+    if plot_path:
+        click.echo(f"wrote {result.plot(plot_path)}")
+
+
+def _parse_sweep(text: str) -> tuple[str, np.ndarray]:
+    """``NAME=START:STOP:COUNT`` as the name and COUNT values from START to STOP."""
+    import numpy as np
+
+    name, _, spec = text.partition("=")
+    parts = spec.split(":")
+    try:
+        start, stop, count = float(parts[0]), float(parts[1]), int(parts[2])
+        if len(parts) != 3 or count < 1:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise MbdgenError(
+            f"--sweep {text!r}: give NAME=START:STOP:COUNT, e.g. v=0:10:101"
+        ) from None
+    return name.strip(), np.linspace(start, stop, count)
 
 
 def _write_json(path: str, value: object) -> None:

@@ -198,3 +198,37 @@ def test_the_cli_prints_the_modes_and_writes_the_matrices(tmp_path):
         assert np.allclose(np.sort(f["eigenvalues"].imag), [-2.7124712, 2.7124712], atol=1e-7)
     code, output = cli("modes", MODELS / "double_pendulum.py", "--out-dir", GENERATED)
     assert code == 0 and output.count("± ") == 2, output
+
+
+def test_a_sweep_follows_the_closed_form_and_writes_its_table_and_plot(pendulum, tmp_path):
+    from mbdgen.analysis.linearize import sweep_modes
+
+    lengths = np.linspace(0.2, 2.0, 7)
+    sweep = sweep_modes(pendulum, "l", lengths)
+    omega = np.sqrt(9.81 * lengths / (1.0 / 3.0 + lengths**2))
+    assert np.allclose(np.abs(sweep.eigenvalues).max(axis=1), omega, rtol=1e-10)
+    assert np.allclose(sweep.equilibria[:, 1], -lengths, atol=1e-9)  # hanging at y = −l
+    table = sweep.to_dataframe()
+    assert list(table.columns) == ["l", "re_1", "im_1", "re_2", "im_2"] and len(table) == 7
+    code, output = cli("modes", MODELS / "pendulum.py", "--out-dir", GENERATED,
+                       "--sweep", "l=0.2:2:7", "-o", tmp_path / "s.csv",
+                       "--plot", tmp_path / "s.png")  # fmt: skip
+    assert code == 0, output
+    assert "eigenvalues [1/s] of the linear model at 7 values of l" in output
+    assert f"l = 2          0 ± {omega[-1]:.5g}j" in output
+    import pandas as pd
+
+    written = pd.read_csv(tmp_path / "s.csv")
+    assert np.allclose(written["im_2"], omega, rtol=1e-10)
+    from PIL import Image
+
+    with Image.open(tmp_path / "s.png") as image:
+        assert image.size[0] > 400
+    for args, needle in (
+        (("--sweep", "l=1:2"), "give NAME=START:STOP:COUNT"),
+        (("--sweep", "ll=1:2:3"), "has no parameter 'll'; did you mean l?"),
+        (("-o", tmp_path / "x.csv"), "-o and --plot go with --sweep"),
+        (("--sweep", "l=1:2:3", "-o", tmp_path / "x.txt"), "x.txt"),
+    ):
+        code, output = cli("modes", MODELS / "pendulum.py", "--out-dir", GENERATED, *args)
+        assert code == 1 and needle in one_line_error(output, only=True), (args, output)

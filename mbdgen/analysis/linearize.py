@@ -53,6 +53,20 @@ ZERO_SHARE = 1e-6
 EQUILIBRIUM_TOL = 1e-8
 
 
+def _shown_real(value: complex) -> float:
+    """Re λ, as 0 where it is at the rounding level of |λ| (an undamped mode)."""
+    return 0.0 if abs(value.real) <= 1e-12 * abs(value) else value.real
+
+
+def eigenvalue_text(value: complex, digits: int = 6) -> str:
+    """``-0.5 ± 3.2j`` (the pair of Im λ > 0), ``-0.5`` (real), Re λ at rounding level
+    of |λ| shown as 0."""
+    real = _shown_real(value)
+    if value.imag > 0.0:
+        return f"{real:.{digits}g} ± {value.imag:.{digits}g}j"
+    return f"{real:.{digits}g}"
+
+
 @dataclass(frozen=True)
 class Mode:
     """One eigenvalue λ of A (of a complex pair, the one with Im λ > 0) and its shape.
@@ -169,11 +183,8 @@ class Linearization:
         ]
         for i, mode in enumerate(self.modes(), 1):
             value = mode.eigenvalue
-            # a real part at rounding level of |λ| (an undamped mode) is shown as 0
-            real = 0.0 if abs(value.real) <= 1e-12 * abs(value) else value.real
-            text = f"{real:.6g} ± {value.imag:.6g}j" if value.imag > 0.0 else f"{real:.6g}"
-            if value == 0:
-                text = "0 (neutral)"
+            text = "0 (neutral)" if value == 0 else eigenvalue_text(value)
+            real = _shown_real(value)
             ratio = "-" if math.isnan(mode.damping_ratio) else f"{0.0 - real / abs(value):.6g}"
             lines.append(
                 f"{i:>4}  {mode.frequency_hz:>12.6g}  {ratio:>13}  {text:>30}  "
@@ -391,4 +402,126 @@ def linearize(
             "model": name,
             "parameters": dict(zip(module.PARAMETER_NAMES, p.tolist(), strict=True)),
         },
+    )
+
+
+@dataclass
+class ModeSweep:
+    """The eigenvalues of the linear model against one parameter (the stability plots
+    of the field: real and imaginary parts against, e.g., a speed or a stiffness).
+
+    ``eigenvalues[i]`` are those of ``values[i]``'s model, sorted by |λ| as
+    :attr:`Linearization.eigenvalues`; ``equilibria[i]`` the operating point found.
+    """
+
+    model: str
+    parameter: str
+    values: np.ndarray
+    eigenvalues: np.ndarray
+    equilibria: np.ndarray
+    coordinates: tuple[str, ...]
+
+    def to_dataframe(self) -> Any:
+        """One row per parameter value: the value, then Re and Im of each eigenvalue."""
+        import pandas as pd
+
+        columns: dict[str, np.ndarray] = {self.parameter: self.values}
+        for j in range(self.eigenvalues.shape[1]):
+            columns[f"re_{j + 1}"] = self.eigenvalues[:, j].real
+            columns[f"im_{j + 1}"] = self.eigenvalues[:, j].imag
+        return pd.DataFrame(columns)
+
+    def save(self, path: str | Path) -> Path:
+        """The table as ``.csv`` (:meth:`to_dataframe`), atomically."""
+        from mbdgen.fileio import atomic_write
+
+        path = Path(path)
+        if path.suffix.lower() != ".csv":
+            raise MbdgenError(f"an eigenvalue sweep is written as .csv, not {path.name!r}")
+        with atomic_write(path, "w") as fh:
+            self.to_dataframe().to_csv(fh, index=False, float_format="%.12g")
+        return path
+
+    def plot(self, path: str | Path, dpi: int = 120) -> Path:
+        """Re λ and Im λ ≥ 0 against the parameter (.png, .pdf or .svg), atomically."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from mbdgen.fileio import atomic_write
+        from mbdgen.results import PLOT_SUFFIXES
+
+        path = Path(path)
+        if path.suffix.lower() not in PLOT_SUFFIXES:
+            raise MbdgenError(f"a plot is written as {', '.join(PLOT_SUFFIXES)}, not {path.name!r}")
+        x = np.repeat(self.values, self.eigenvalues.shape[1])
+        flat = self.eigenvalues.ravel()
+        fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+        try:
+            ax.axhline(0.0, color="0.5", lw=0.8)
+            ax.plot(x, flat.real, ".", ms=3, color="C0", label="Re λ")
+            upper = flat.imag >= 0.0
+            ax.plot(x[upper], flat.imag[upper], ".", ms=3, color="C1", label="Im λ (≥ 0)")
+            ax.set_xlabel(self.parameter)
+            ax.set_ylabel("eigenvalue [1/s]")
+            ax.set_title(f"{self.model}: eigenvalues of the linear model against {self.parameter}")
+            ax.grid(True, alpha=0.3)
+            ax.legend()
+            with atomic_write(path) as fh:
+                fig.savefig(fh, dpi=dpi, format=path.suffix.lower().lstrip("."))
+        finally:
+            plt.close(fig)
+        return path
+
+
+def sweep_modes(
+    model: ModuleType | str | Path,
+    parameter: str,
+    values: Sequence[float],
+    q0: Sequence[float] | Mapping[str, float] | None = None,
+    *,
+    params: Mapping[str, float] | None = None,
+    t: float = 0.0,
+    find_equilibrium: bool = True,
+) -> ModeSweep:
+    """The linear model's eigenvalues at each of ``values`` of ``parameter`` (the other
+    parameters from ``params``, else the model's).  Each equilibrium is sought from the
+    one before it (a continuation), so a branch is followed as the parameter moves."""
+    from mbdgen.inputs import resolve_model
+
+    module = resolve_model(model)
+    names = tuple(module.PARAMETER_NAMES)
+    if parameter not in names:
+        from difflib import get_close_matches
+
+        near = get_close_matches(parameter, names, n=3)
+        hint = f"; did you mean {' or '.join(near)}?" if near else f"; they are {', '.join(names)}"
+        raise MbdgenError(f"model {module.MODEL_NAME!r} has no parameter {parameter!r}{hint}")
+    grid = np.asarray(values, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all():
+        raise MbdgenError(f"the values of {parameter} must be a non-empty list of finite numbers")
+    rows, points = [], []
+    guess = q0
+    for value in grid:
+        try:
+            lin = linearize(
+                module,
+                guess,
+                params={**(params or {}), parameter: float(value)},
+                t=t,
+                find_equilibrium=find_equilibrium,
+            )
+        except MbdgenError as exc:
+            raise MbdgenError(f"at {parameter} = {value:g}: {exc}") from None
+        rows.append(lin.eigenvalues)
+        points.append(lin.q)
+        guess = lin.q
+    return ModeSweep(
+        model=module.MODEL_NAME,
+        parameter=parameter,
+        values=grid,
+        eigenvalues=np.array(rows),
+        equilibria=np.array(points),
+        coordinates=tuple(module.COORDINATE_NAMES),
     )
