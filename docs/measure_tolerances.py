@@ -8,7 +8,9 @@ from the repository root:
     .venv/bin/python docs/measure_tolerances.py [-o tolerances.json] [--markdown]
 
 The table in docs/methods.md ("What a tolerance buys") and
-:data:`mbdgen.accuracy.MEASURED` come from its output.  A run that fails (a step-size
+:data:`mbdgen.accuracy.MEASURED` come from its output, and so does the table of the
+error estimate (``simulate(..., error_estimate=True)``, the difference from the run
+at a tenth of the tolerance): the true error over that estimate per method.  A run that fails (a step-size
 collapse, too many steps) is recorded as such.
 """
 
@@ -69,11 +71,13 @@ def measure(problems=PROBLEMS, methods=METHODS, tolerances=TOLERANCES, only=None
                     q, steps = _final(module, method, t_end, params, tol)
                     error, outcome = float(np.max(np.abs(q - ref))), "ok"
                 except Exception as exc:  # noqa: BLE001 - recorded
+                    q = None
                     error, steps, outcome = math.nan, 0, f"{type(exc).__name__}: {exc}"[:120]
                 rows.append({"problem": name, "method": method, "tol": tol, "error": error,
                              "steps": steps, "cpu_s": time.process_time() - start,
                              "outcome": outcome})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
+                rows[-1]["q"] = None if q is None else q.tolist()
     return rows
 
 
@@ -85,6 +89,33 @@ def slope(rows):
         return math.nan
     x, y = np.array(pts).T
     return float(np.polyfit(x, y, 1)[0])
+
+
+def estimate_ratios(rows):
+    """method → the ratios true error / estimated error at t_end, the estimate being
+    what ``simulate(..., error_estimate=True)`` reports: max |q(tol) − q(tol/10)|."""
+    ratios = {}
+    for name in PROBLEMS:
+        for method in METHODS:
+            mine = [r for r in rows if r["problem"] == name and r["method"] == method]
+            for coarse, fine in zip(mine, mine[1:]):
+                if coarse["outcome"] != "ok" or fine["outcome"] != "ok":
+                    continue
+                estimate = float(np.max(np.abs(np.subtract(coarse["q"], fine["q"]))))
+                if estimate > 0 and coarse["error"] > 0:
+                    ratios.setdefault(method, []).append(coarse["error"] / estimate)
+    return ratios
+
+
+def estimate_markdown(rows):
+    lines = ["| method | pairs | true / estimated: min | median | max | within [0.5, 2] |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for method, values in estimate_ratios(rows).items():
+        v = np.array(values)
+        inside = np.mean((v >= 0.5) & (v <= 2.0))
+        lines.append(f"| {method} | {v.size} | {v.min():.2g} | {np.median(v):.2g} | "
+                     f"{v.max():.2g} | {100 * inside:.0f} % |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def markdown(rows):
@@ -112,3 +143,5 @@ if __name__ == "__main__":
         Path(args.output).write_text(json.dumps(measured, indent=1))
     if args.markdown:
         print(markdown(measured))
+        print()
+        print(estimate_markdown(measured))

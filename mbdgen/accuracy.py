@@ -72,4 +72,6 @@ def note(method: str, rtol: float) -> str | None:
         text += f"; its slope against rtol was {least:.2f}-{largest:.2f} (1: proportional)"
     if high > PROMISE[1] and method in ("hht_adaptive", "genalpha_adaptive"):
         text += "; for an error near rtol use radau5 or dop853"
-    return text + " (docs/methods.md, 'What a tolerance buys')"
+    return text + (
+        " (docs/methods.md, 'What a tolerance buys'); --estimate-error estimates this run's"
+    )

@@ -550,6 +550,12 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     help="Warn when the energy balance is off by more than this share of the energy.",
 )
 @click.option("--strict", is_flag=True, help=f"Exit {EXIT_CHECK} when a check warns (for CI use).")
+@click.option(
+    "--estimate-error",
+    is_flag=True,
+    help="Also estimate the global error of q and q̇ from a second solution (rtol/10 and "
+    "atol/10, or h/2 at a fixed step); it costs that second run.",
+)
 def simulate(
     model: str,
     method: str,
@@ -581,6 +587,7 @@ def simulate(
     phi_tol: float,
     energy_tol: float,
     strict: bool,
+    estimate_error: bool,
 ) -> None:
     """Compile MODEL if needed and integrate it from its initial state."""
     import warnings
@@ -681,6 +688,7 @@ def simulate(
                 phi_tol=phi_tol,
                 energy_tol=energy_tol,
                 stream_to=output if stream else None,
+                error_estimate=estimate_error,
             )
     except SimulationError as exc:
         stopped = exc.reason in ("interrupted", "terminated")
@@ -705,6 +713,14 @@ def simulate(
         f"max ‖Φ‖ = {result.phi_norm.max():.3e}, "
         f"final ‖Φ‖ = {result.phi_norm[-1]:.3e}"
     )
+    estimate = result.info.get("error_estimate")
+    if estimate and "max_q" in estimate:
+        click.echo(
+            f"estimated global error ({estimate['by']}, {estimate['steps']} steps, "
+            f"{estimate['time_s']:.3g} s): max |δq| = {estimate['max_q']:.2e} "
+            f"({estimate['coordinate']} at t = {estimate['t']:.6g}), at t_end "
+            f"{estimate['final_q']:.2e}; max |δq̇| = {estimate['max_qd']:.2e}"
+        )
     if get_method(method).error_controlled:
         from mbdgen.accuracy import note
 

@@ -187,6 +187,10 @@ class Result:
         model without states.
     step_history : (K, 6) the integration loop's progress per chunk, columns
         ``STEP_HISTORY_COLUMNS`` (mean step, order, Newton iterations over time).
+    error_q, error_qd : (N, n) the estimated global error of q and q̇ at every row
+        (``simulate(..., error_estimate=True)``: the difference from a second, finer
+        solution; ``info["error_estimate"]`` says how it was made and what it cost);
+        (0, 0) without an estimate.
 
     ``print(result)`` gives a short summary (:meth:`summary`); ``repr`` one line.
     """
@@ -218,6 +222,8 @@ class Result:
     step_history: np.ndarray = field(
         default_factory=lambda: np.zeros((0, len(STEP_HISTORY_COLUMNS)))
     )
+    error_q: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    error_qd: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __post_init__(self) -> None:
         rows = self.t.shape[0]
@@ -552,6 +558,9 @@ class Result:
             arrays["state_rates"] = self.state_rates
         if len(self.step_history):
             arrays["step_history"] = self.step_history
+        if self.error_q.size:
+            arrays["error_q"] = self.error_q
+            arrays["error_qd"] = self.error_qd
         return arrays
 
     def _meta(self) -> dict[str, Any]:
@@ -695,8 +704,8 @@ class Result:
         if name in whole:
             return whole[name]
         units: list[str] = []
-        if name in ("q", "qd", "qdd"):
-            order = ("q", "qd", "qdd").index(name)
+        if name in ("q", "qd", "qdd", "error_q", "error_qd"):
+            order = {"q": 0, "qd": 1, "qdd": 2, "error_q": 0, "error_qd": 1}[name]
             base = coordinate_units(self.coordinates, self.info.get("bodies") or {})
             units = [ascii_unit(rate_unit(u, order)) for u in base]
         elif name == "lam":
@@ -708,9 +717,9 @@ class Result:
         return units if any(units) else None
 
     def _column_names(self, name: str) -> list[str]:
-        if name in ("q", "qdd"):
+        if name in ("q", "qdd", "error_q"):
             return list(self.coordinates)
-        if name == "qd":
+        if name in ("qd", "error_qd"):
             return [f"{c}_d" for c in self.coordinates]
         if name == "lam":
             return list(self.constraint_names)
@@ -771,6 +780,8 @@ _DESCRIPTIONS = {
     "states": "user differential states X (N, nd)",
     "state_rates": "rates of the user states dX/dt (N, nd)",
     "step_history": "integration progress per chunk (K, 6)",
+    "error_q": "estimated global error of q: |q - q of a finer second solution| (N, n)",
+    "error_qd": "estimated global error of dq/dt, as error_q (N, n)",
     "reaction": "inverse dynamics: generalized reaction force -Phi_q,i^T lambda_i of each"
     " constraint row (N, m, n)",
     "driving": "inverse dynamics: driving force or torque -lambda_i of each driver row (N, d)",
@@ -836,7 +847,11 @@ def load(path: str | Path) -> Result:
         constraint_units=tuple(meta.get("constraint_units", ())),  # () before they were saved
         constraint_kinds=tuple(meta.get("constraint_kinds", ())),
         state_names=tuple(meta.get("state_names", ())),
-        **{k: arrays[k] for k in ("states", "state_rates", "step_history") if k in arrays},
+        **{
+            k: arrays[k]
+            for k in ("states", "state_rates", "step_history", "error_q", "error_qd")
+            if k in arrays
+        },
     )
 
 
@@ -907,6 +922,8 @@ def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> Non
         "states": (rows, nd),
         "state_rates": (rows, nd),
         "step_history": (None, len(STEP_HISTORY_COLUMNS)),
+        "error_q": (rows, n),
+        "error_qd": (rows, n),
     }
     for key in ("states", "state_rates") if nd else ():
         if key not in arrays:

@@ -756,6 +756,7 @@ def simulate(
     energy_tol: float = ENERGY_TOL,
     strict: bool = False,
     stream_to: str | Path | None = None,
+    error_estimate: bool = False,
 ) -> Result:
     """Integrate a compiled model from ``t0`` to ``t_end`` with a fixed step ``h``.
 
@@ -831,6 +832,14 @@ def simulate(
         numbers come out.  The space is reserved before the first step (a folder
         without room fails then, naming it); ``result.save("run.h5")`` writes the
         file block by block.  Meant for the folder of the file the result goes to.
+    error_estimate : also estimate the global error of q and q̇ at every output row
+        (``result.error_q``, ``result.error_qd``): the difference from a second
+        solution with rtol and atol a tenth (error-controlled methods) or half the
+        step h (the others), on the same output times.  It costs that second run
+        (``result.info["error_estimate"]`` gives its time and steps).  The true error
+        is the difference × 1/(1 − r), r the second solution's error over the first's:
+        2^−p at a fixed step of order p, about 10^−s with error control (s the
+        tolerance slope, docs/methods.md).
 
     Redundant constraint rows of Φ_q(q0) are left out of the integration when Φ(q0)
     holds (λ = 0 there; ``info["removed_constraints"]``, ``info["lambda_not_unique"]``).
@@ -844,6 +853,9 @@ def simulate(
         On invalid options; on redundant rows that Φ(q0) does not satisfy, or that
         GCP or the hybrid algorithm would need to partition.
     """
+    if error_estimate:
+        arguments = {k: v for k, v in locals().items() if k != "error_estimate"}
+        return _with_error_estimate(arguments)
     mark = interrupts.count()  # signals from here on stop this run (_drive)
     spec = get_method(method)
     if order is None:
@@ -1128,6 +1140,53 @@ def simulate(
         warnings.warn(text, ConstraintWarning, stacklevel=2)
     if strict and warned:
         raise SimulationError("; ".join(warned), result, "check")
+    return result
+
+
+def _with_error_estimate(arguments: dict[str, Any]) -> Result:
+    """:func:`simulate` with ``error_estimate=True``: the run, then the second solution
+    it is compared with (see the parameter's description there)."""
+    result = simulate(**arguments)
+    spec = get_method(arguments["method"])
+    finer = {**arguments, "progress": None}
+    if spec.error_controlled:
+        finer["rtol"], finer["atol"] = result.info["rtol"] / 10.0, result.info["atol"] / 10.0
+        how = "a second solution at rtol/10, atol/10"
+    else:
+        finer["h"] = arguments["h"] / 2.0
+        finer["output_every"] = 2 * arguments["output_every"]
+        how = "a second solution at h/2"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the run's own checks were said above
+            second = simulate(**finer)
+    except MbdgenError as exc:  # a tolerance below the floor, a failed run
+        text = f"no error estimate: {how} could not be made: {exc}"
+        result.info["error_estimate"] = {"by": how, "failed": str(exc)}
+        result.info["warnings"].append(text)
+        warnings.warn(text, ConstraintWarning, stacklevel=3)
+        return result
+    span = abs(float(result.t[-1] - result.t[0])) if len(result) else 0.0
+    if second.t.shape != result.t.shape or not np.allclose(
+        second.t, result.t, rtol=0, atol=1e-12 * span
+    ):
+        raise MbdgenError(
+            "the error estimate's second solution has other output times"
+        )  # pragma: no cover
+    result.error_q = np.abs(result.q - second.q)
+    result.error_qd = np.abs(result.qd - second.qd)
+    row, col = np.unravel_index(int(np.argmax(result.error_q)), result.error_q.shape)
+    c = second.counters
+    result.info["error_estimate"] = {
+        "by": how,
+        "max_q": float(result.error_q[row, col]),
+        "coordinate": result.coordinates[col],
+        "t": float(result.t[row]),
+        "final_q": float(result.error_q[-1].max(initial=0.0)),
+        "max_qd": float(result.error_qd.max(initial=0.0)),
+        "steps": int(c.get("steps", 0)),
+        "time_s": float(c.get("wall_time_s", 0.0) + c.get("setup_time_s", 0.0)),
+    }
     return result
 
 

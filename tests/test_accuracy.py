@@ -36,6 +36,7 @@ def test_the_note_is_said_where_the_promise_breaks_and_only_there():
     said = accuracy.note("hht_adaptive", 1e-6)
     assert said.startswith("hht_adaptive at rtol = 1e-6: final error measured 9.4-1.1e+03")
     assert "radau5 or dop853" in said and "What a tolerance buys" in said
+    assert said.endswith("--estimate-error estimates this run's")
     assert accuracy.note("radau5", 1e-9).startswith("radau5 at rtol = 1e-9")  # below 0.01
     assert accuracy.note("hht_adaptive", 1e-12) is None  # not measured there
     assert accuracy.note("hht", 1e-6) is None
