@@ -1149,13 +1149,26 @@ def _linear_model(
     for name, value in zip(lin.coordinates, lin.q, strict=True):
         click.echo(f"  {name:<{width}}  {value:>18.12g}")
     click.echo(lin.table())
+    unstable = lin.unstable
+    if unstable:
+        worst = max(mode.eigenvalue.real for mode in unstable)
+        click.echo(
+            f"warning: the equilibrium is unstable: {len(unstable)} mode(s) grow, the fastest "
+            f"at Re λ = {worst:.4g} 1/s (a maximum or saddle of the potential, or a flutter)",
+            err=True,
+        )
     return lin
 
 
 @main.command("linearize")
 @click.argument("model", type=click.Path(dir_okay=False))
 @_linearize_options
-@click.option("-o", "--output", default=None, help="Write A, B, C, D, M, C, K, H (.npz).")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    help="Write A, B, C, D, H, mass, damping, stiffness, q, lam, eigenvalues (.npz).",
+)
 def linearize_cmd(
     model: str,
     params: tuple[str, ...],
@@ -1169,12 +1182,18 @@ def linearize_cmd(
     """The linear state-space model of MODEL about an equilibrium, exact from its
     generated Jacobian blocks: ẋ = A x + B u, x the independent coordinates and their
     rates, u generalized forces on the --input coordinates, y = [δq; δq̇]."""
-    if output and Path(output).suffix.lower() != ".npz":
-        raise MbdgenError(f"-o {output}: a linear model is written as .npz")
+    if output:
+        from mbdgen.results import check_destination
+
+        check_destination(output, (".npz",))  # before the work, as simulate's -o
     lin = _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
     if output:
         with interrupts.held():
             click.echo(f"wrote {lin.save(output)}")
+    else:
+        click.echo(
+            f"(-o FILE.npz writes A ({lin.A.shape[0]}×{lin.A.shape[1]}), B, C, D and the rest)"
+        )
 
 
 @main.command("modes")

@@ -53,9 +53,15 @@ class RowStore:
     module docstring).  ``destination`` is the file the rows are for, named in the
     message when the folder has no room."""
 
-    def __init__(self, folder: str | Path, destination: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        destination: str | Path | None = None,
+        expected: float | None = None,
+    ) -> None:
         self.folder = Path(folder)
         self.destination = str(destination if destination is not None else self.folder)
+        self.expected = expected  # bytes the run may take at most, for the message
         self._maps: list[mmap.mmap] = []
         self.nbytes = 0
 
@@ -77,11 +83,16 @@ class RowStore:
             reserve(fd, nbytes)
             mapped = mmap.mmap(fd, nbytes)
         except OSError as exc:
+            needed = (
+                f"up to {bytes_text(self.expected)}"
+                if self.expected is not None and self.expected >= self.nbytes + nbytes
+                else f"at least {bytes_text(self.nbytes + nbytes)}"
+            )
             raise WriteError(
                 exc.errno,
                 f"{exc.strerror or exc} (the run keeps its output rows in {str(self.folder)!r} "
-                f"while it goes: {bytes_text(self.nbytes + nbytes)} so far, "
-                f"{bytes_text(_free_bytes(self.folder))} free there)",
+                f"while it goes, {needed}; {bytes_text(_free_bytes(self.folder) + self.nbytes)} "
+                "free there)",
                 self.destination,
             ) from None
         finally:

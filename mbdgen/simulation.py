@@ -30,7 +30,8 @@ from mbdgen.analysis.assembly import (
     removable_rows,
 )
 from mbdgen.diagnose import STEP_SIZE_STALL, explain_failure
-from mbdgen.errors import Interrupted, MbdgenError, SimulationError
+from mbdgen.errors import Interrupted, MbdgenError, OutputError, SimulationError
+from mbdgen.fileio import blocking_file
 from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
 from mbdgen.methods import METHODS, STARTS, Method, get_method
 from mbdgen.results import Result
@@ -128,6 +129,23 @@ def output_bytes(
     """The memory a run's output takes at most (:func:`_output_shape`), in bytes."""
     rows, width = _output_shape(module, h, t_end, output_every, t0)
     return 8.0 * rows * width
+
+
+def _row_store(destination: Path, expected: float) -> RowStore:
+    """The store of a run that streams to ``destination``: a folder (one that exists,
+    or a path without a suffix, created), or a file, whose folder is taken (created,
+    as :meth:`Result.save` creates it)."""
+    folder = destination if destination.is_dir() or not destination.suffix else destination.parent
+    blocker = blocking_file(folder)
+    if blocker is not None:
+        raise OutputError(
+            f"cannot keep the rows in {str(folder)!r}: {str(blocker)!r} is a file, not a folder"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the folder {str(folder)!r}: {exc.strerror}") from None
+    return RowStore(folder, destination, expected=expected)
 
 
 def too_large_for_memory(nbytes: float) -> bool:
@@ -943,8 +961,7 @@ def simulate(
     if stream_to is None:
         _check_output_size(module, h, float(t_end), output_every, t0)
     else:
-        destination = Path(stream_to)
-        store = RowStore(destination if destination.is_dir() else destination.parent, destination)
+        store = _row_store(Path(stream_to), output_bytes(module, h, float(t_end), output_every, t0))
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state

@@ -167,8 +167,8 @@ def test_a_damped_model_matches_central_differences_of_its_accelerations():
 
 
 def test_bad_operating_points_get_one_line(pendulum, tmp_path):
-    with pytest.raises(MbdgenError, match=r"q is not an equilibrium of 'pendulum': the force "
-                       r"along the independent coordinates \(phi1\) is 9\.81"):  # fmt: skip
+    with pytest.raises(MbdgenError, match=r"q is not an equilibrium of 'pendulum': at q0 the "
+                       r"force along the independent coordinates \(phi1\) is 9\.81"):  # fmt: skip
         linearize(pendulum, find_equilibrium=False)
     with pytest.raises(MbdgenError, match="depend on time"):
         linearize(
@@ -181,7 +181,7 @@ def test_bad_operating_points_get_one_line(pendulum, tmp_path):
     for args, needle in (
         (("modes", MODELS / "pendulum.py", "--at-q0"), "q is not an equilibrium"),
         (("modes", MODELS / "pendulum.py", "-p", "gg=1"), "did you mean g"),
-        (("linearize", MODELS / "pendulum.py", "-o", tmp_path / "l.h5"), "written as .npz"),
+        (("linearize", MODELS / "pendulum.py", "-o", tmp_path / "l.h5"), "ending in .npz"),
     ):
         code, output = cli(*args, "--out-dir", GENERATED)
         assert code == 1 and needle in one_line_error(output, only=True), output
@@ -189,11 +189,11 @@ def test_bad_operating_points_get_one_line(pendulum, tmp_path):
 
 def test_the_cli_prints_the_modes_and_writes_the_matrices(tmp_path):
     code, output = cli("linearize", MODELS / "pendulum.py", "--out-dir", GENERATED,
-                       "--input", "phi1", "-o", tmp_path / "lin.npz")  # fmt: skip
+                       "--input", "phi1", "-o", tmp_path / "new" / "lin.npz")  # fmt: skip
     assert code == 0, output
     assert "pendulum: linearized at the equilibrium found near q0" in output
     assert "0.431703" in output and "0 ± 2.71247j" in output  # ω = √(9.81 · 3/4)
-    with np.load(tmp_path / "lin.npz") as f:
+    with np.load(tmp_path / "new" / "lin.npz") as f:
         assert f["A"].shape == (2, 2) and f["B"].shape == (2, 1) and f["C"].shape == (6, 2)
         assert np.allclose(np.sort(f["eigenvalues"].imag), [-2.7124712, 2.7124712], atol=1e-7)
     code, output = cli("modes", MODELS / "double_pendulum.py", "--out-dir", GENERATED)
@@ -232,3 +232,27 @@ def test_a_sweep_follows_the_closed_form_and_writes_its_table_and_plot(pendulum,
     ):
         code, output = cli("modes", MODELS / "pendulum.py", "--out-dir", GENERATED, *args)
         assert code == 1 and needle in one_line_error(output, only=True), (args, output)
+
+
+def test_a_found_equilibrium_is_polished_and_an_unstable_one_is_said(pendulum):
+    """The search stops at its gradient tolerance; Newton with the exact K_v takes the
+    static force to rounding.  A point mass hanging from a horizontal start (the
+    IFToMM A01 pendulum), where the minimizer's partition turns singular, is found by
+    settling.  Upright, the pendulum's mode grows and the CLI says so."""
+    lin = linearize(pendulum)
+    assert lin.residual <= 1e-14 and not lin.unstable
+    a01 = mbdgen.compile(MODELS / "iftomm_a01_pendulum.py", GENERATED)
+    lin = linearize(a01)
+    assert _same_spectrum(lin.eigenvalues, np.array([-1j, 1j]) * math.sqrt(9.81), 1e-12)
+    upright = {"x1": 0.0, "y1": 1.0, "phi1": math.pi / 2}
+    lin = linearize(pendulum, upright)
+    (mode,) = lin.unstable
+    assert mode.eigenvalue.real == pytest.approx(math.sqrt(9.81 * 0.75), rel=1e-10)
+    code, output = cli("modes", MODELS / "pendulum.py", "--out-dir", GENERATED, "--q0", "x1=0",
+                       "--q0", "y1=1", "--q0", "phi1=1.5707963267948966")  # fmt: skip
+    assert code == 0 and f"grows, τ = {1 / math.sqrt(9.81 * 0.75):.4g} s" in output
+    assert (
+        "warning: the equilibrium is unstable: 1 mode(s) grow, the fastest at Re λ = 2.712"
+        in output
+    )
+    assert linearize(pendulum, inputs="phi1").inputs == ("phi1",)  # a name, not its letters

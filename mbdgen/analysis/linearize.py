@@ -48,6 +48,8 @@ from mbdgen.errors import MbdgenError
 #: Eigenvalues below this share of the largest |λ| (and singular values of K_v below
 #: it of the largest) are a neutral mode's zero (see :meth:`Linearization.modes`).
 ZERO_SHARE = 1e-6
+#: Newton iterations at most that polish a found equilibrium to rounding.
+POLISH_ITERATIONS = 5
 #: The operating point is an equilibrium where the reduced static force ‖Hᵀ Q‖∞ is at
 #: most this share of max(1, ‖Q‖∞).
 EQUILIBRIUM_TOL = 1e-8
@@ -175,8 +177,16 @@ class Linearization:
             dominant=dominant,
         )
 
+    @property
+    def unstable(self) -> list[Mode]:
+        """The modes that grow (Re λ > 0 beyond rounding): the equilibrium is unstable
+        where there is one (a maximum or a saddle of the potential, or a flutter)."""
+        return [mode for mode in self.modes() if _shown_real(mode.eigenvalue) > 0.0]
+
     def table(self) -> str:
-        """The modes as a text table (frequency in Hz, damping ratio, eigenvalue)."""
+        """The modes as a text table: an oscillating mode's natural frequency f_n =
+        |λ|/2π and damping ratio −Re λ/|λ|; a real eigenvalue (an overdamped or a
+        growing motion) its time constant τ = 1/|λ| instead."""
         lines = [
             f"{'mode':>4}  {'f_n [Hz]':>12}  {'damping ratio':>13}  {'eigenvalue [1/s]':>30}  "
             "dominant coordinates"
@@ -185,10 +195,13 @@ class Linearization:
             value = mode.eigenvalue
             text = "0 (neutral)" if value == 0 else eigenvalue_text(value)
             real = _shown_real(value)
+            frequency = f"{mode.frequency_hz:>12.6g}"
             ratio = "-" if math.isnan(mode.damping_ratio) else f"{0.0 - real / abs(value):.6g}"
+            if value != 0 and value.imag == 0.0:  # real: decays or grows, no frequency
+                frequency = f"{'-':>12}"
+                ratio = f"{'grows' if real > 0 else 'decays'}, τ = {1.0 / abs(real):.4g} s"
             lines.append(
-                f"{i:>4}  {mode.frequency_hz:>12.6g}  {ratio:>13}  {text:>30}  "
-                f"{', '.join(mode.dominant)}"
+                f"{i:>4}  {frequency}  {ratio:>13}  {text:>30}  {', '.join(mode.dominant)}"
             )
         return "\n".join(lines)
 
@@ -255,6 +268,51 @@ class Linearization:
         return path
 
 
+class _Point:
+    """The partition, H, Q, λ and the blocks at one configuration q (module docstring)."""
+
+    def __init__(self, module: ModuleType, q: np.ndarray, p: np.ndarray, t: float) -> None:
+        from mbdgen.runtime.partition import choose_partition
+
+        n, m = module.N_COORDINATES, module.N_CONSTRAINTS
+        jac = _kernel(module, "phi_q", t, q, p)
+        rows = list(range(m))
+        if m:
+            _, redundant = redundant_rows(jac)
+            rows = [i for i in rows if i not in redundant]
+        if rows:
+            dep, ind, _ = choose_partition(jac[rows])
+        else:
+            dep, ind = np.zeros(0, dtype=np.int64), np.arange(n)
+        if ind.size == 0:
+            raise MbdgenError(
+                f"model {module.MODEL_NAME!r} has no degree of freedom: nothing moves to linearize"
+            )
+        self.ind = ind
+        self.H = np.zeros((n, ind.size))
+        self.H[ind, np.arange(ind.size)] = 1.0
+        if dep.size:
+            self.H[dep] = -np.linalg.solve(jac[rows][:, dep], jac[rows][:, ind])
+        zero = np.zeros(n)
+        self.force = _kernel(module, "force", t, q, zero, p)
+        self.residual = float(np.abs(self.H.T @ self.force).max(initial=0.0))
+        self.scale = max(1.0, float(np.abs(self.force).max(initial=0.0)))
+        self.lam = np.zeros(m)
+        if m:
+            self.lam = np.linalg.lstsq(jac.T, self.force, rcond=None)[0]
+        self.blocks = {}
+        for block, args in (
+            ("mass", (t, q, p)),
+            ("force_q", (t, q, zero, p)),
+            ("force_qd", (t, q, zero, p)),
+            ("phi_q_lam_q", (t, q, self.lam, p)),
+        ):
+            out = np.zeros((n, n))
+            getattr(module, block)(*args, out)
+            self.blocks[block] = out
+        self.stiffness = self.H.T @ (self.blocks["phi_q_lam_q"] - self.blocks["force_q"]) @ self.H
+
+
 def linearize(
     model: ModuleType | str | Path,
     q0: Sequence[float] | Mapping[str, float] | None = None,
@@ -285,7 +343,6 @@ def linearize(
     from mbdgen.analysis.equilibrium import equilibrium
     from mbdgen.analysis.kinematics import newton_positions
     from mbdgen.inputs import coordinate_vector, parameter_vector, resolve_model
-    from mbdgen.runtime.partition import choose_partition
 
     module = resolve_model(model)
     name = module.MODEL_NAME
@@ -295,6 +352,8 @@ def linearize(
             "covers models without them"
         )
     coordinates = tuple(module.COORDINATE_NAMES)
+    if isinstance(inputs, str):  # one name, not its letters
+        inputs = (inputs,)
     unknown = [c for c in inputs if c not in coordinates]
     if unknown:
         raise MbdgenError(
@@ -305,58 +364,59 @@ def linearize(
     p = parameter_vector(module, params)
     q = coordinate_vector(module, q0, np.asarray(module.Q0, dtype=float), "q0")
     if find_equilibrium:
-        q = equilibrium(module, q0=q, t=t, params=params).q
+        try:
+            q = equilibrium(module, q0=q, t=t, params=params).q
+        except MbdgenError as first:
+            # the minimizer's partition can turn singular on the way (a point mass
+            # hanging below its pivot from a horizontal start): settle instead
+            try:
+                q = equilibrium(module, q0=q, t=t, params=params, method="settle").q
+            except MbdgenError:
+                raise MbdgenError(f"no equilibrium found near q0: {first}") from None
     else:
         solved = newton_positions(module, t, q, p, tol=1e-12, max_iterations=100)
         if solved is None:
             raise MbdgenError(f"no q near q0 satisfies the constraints of {name!r}")
         q = solved[0]
-    zero = np.zeros(n)
     if m and np.abs(_kernel(module, "phi_t", t, q, p)).max(initial=0.0) > 0.0:
         raise MbdgenError(
             f"the constraints of {name!r} depend on time (a driver): it has no equilibrium "
             "to linearize about"
         )
-    jac = _kernel(module, "phi_q", t, q, p)
-    rows = list(range(m))
-    if m:
-        _, redundant = redundant_rows(jac)
-        rows = [i for i in rows if i not in redundant]
-    if rows:
-        dep, ind, _ = choose_partition(jac[rows])
-    else:
-        dep, ind = np.zeros(0, dtype=np.int64), np.arange(n)
-    if ind.size == 0:
-        raise MbdgenError(f"model {name!r} has no degree of freedom: nothing moves to linearize")
-    H = np.zeros((n, ind.size))
-    H[ind, np.arange(ind.size)] = 1.0
-    if dep.size:
-        H[dep] = -np.linalg.solve(jac[rows][:, dep], jac[rows][:, ind])
-    force = _kernel(module, "force", t, q, zero, p)
-    residual = float(np.abs(H.T @ force).max(initial=0.0))
-    scale = max(1.0, float(np.abs(force).max(initial=0.0)))
+    point = _Point(module, q, p, t)
+    if find_equilibrium:
+        # Newton on Hᵀ Q = 0 with the exact K_v (its Jacobian, up to the sign): the
+        # search above stops at its gradient tolerance, a few iterations reach rounding
+        for _ in range(POLISH_ITERATIONS):
+            if point.residual <= 1e-15 * point.scale:
+                break
+            step = np.linalg.lstsq(point.stiffness, point.H.T @ point.force, rcond=None)[0]
+            solved = newton_positions(
+                module, t, q + point.H @ step, p, tol=1e-14, max_iterations=20
+            )
+            if solved is None:
+                break
+            trial = _Point(module, solved[0], p, t)
+            if not trial.residual < point.residual:
+                break
+            q, point = solved[0], trial
+    H, ind, lam, blocks = point.H, point.ind, point.lam, point.blocks
+    residual, scale = point.residual, point.scale
     if not residual <= EQUILIBRIUM_TOL * scale:
+        where = "the equilibrium search ended at a point where" if find_equilibrium else "at q0"
         raise MbdgenError(
-            f"q is not an equilibrium of {name!r}: the force along the independent "
-            f"coordinates ({', '.join(coordinates[i] for i in ind)}) is {residual:.3g}; "
-            "find one first (find_equilibrium=True; mbdgen linearize without --at-q0)"
+            f"q is not an equilibrium of {name!r}: {where} the force along the independent "
+            f"coordinates ({', '.join(coordinates[i] for i in ind)}) is {residual:.3g}"
+            + (
+                ""
+                if find_equilibrium
+                else "; find one near q0 first (find_equilibrium=True, the default; on the "
+                "command line leave out --at-q0)"
+            )
         )
-    lam = np.zeros(m)
-    if m:
-        lam, *_ = np.linalg.lstsq(jac.T, force, rcond=None)
-    blocks = {}
-    for block, args in (
-        ("mass", (t, q, p)),
-        ("force_q", (t, q, zero, p)),
-        ("force_qd", (t, q, zero, p)),
-        ("phi_q_lam_q", (t, q, lam, p)),
-    ):
-        out = np.zeros((n, n))
-        getattr(module, block)(*args, out)
-        blocks[block] = out
     mass = H.T @ blocks["mass"] @ H
     damping = -H.T @ blocks["force_qd"] @ H
-    stiffness = H.T @ (blocks["phi_q_lam_q"] - blocks["force_q"]) @ H
+    stiffness = point.stiffness
     k = ind.size
     select = np.zeros((n, len(inputs)))
     for j, coordinate in enumerate(inputs):
