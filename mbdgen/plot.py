@@ -176,10 +176,55 @@ class _Panels:
         return items
 
 
+#: A line of more points than this is drawn as its envelope: per bin of rows the
+#: smallest and the largest value, in their order (what a pixel column shows anyway).
+ENVELOPE_POINTS = 4000
+
+
+def envelope(
+    t: np.ndarray, y: np.ndarray, points: int = ENVELOPE_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """(t, y) reduced to at most about ``points`` points that draw the same line: the
+    rows in bins of b, each bin's minimum and maximum in the order they occur (a NaN
+    in a bin is kept, so a gap stays a gap).  Read in blocks, so that a long result on
+    disk (a streamed run, a mapped file) is never copied whole."""
+    rows = len(t)
+    if rows <= points:
+        return np.asarray(t), np.asarray(y)
+    size = max(1, rows // (points // 2))
+    step = size * max(1, (1 << 16) // size)  # whole bins per block
+    ts, ys = [], []
+    for start in range(0, rows, step):
+        stop = min(start + step, rows)
+        tb, yb = np.asarray(t[start:stop]), np.asarray(y[start:stop], dtype=np.float64)
+        whole = (stop - start) // size * size
+        if whole:
+            bins = yb[:whole].reshape(-1, size)
+            nan = np.isnan(bins)
+            low = np.argmin(np.where(nan, np.inf, bins), axis=1)
+            high = np.argmax(np.where(nan, -np.inf, bins), axis=1)
+            base = np.arange(bins.shape[0]) * size
+            order = np.column_stack([base + np.minimum(low, high), base + np.maximum(low, high)])
+            values = yb[order.ravel()]
+            values.reshape(-1, 2)[nan.any(axis=1), 0] = np.nan  # a bin with a NaN: a gap
+            ts.append(tb[order.ravel()])
+            ys.append(values)
+        if whole < stop - start:
+            ts.append(tb[whole:])
+            ys.append(yb[whole:])
+    return np.concatenate(ts), np.concatenate(ys)
+
+
+def _plot(ax: Any, t: np.ndarray, y: np.ndarray, *args: Any, log: bool = False, **kw: Any) -> Any:
+    """``ax.plot`` (``ax.semilogy`` with ``log``) of the line's :func:`envelope`."""
+    te, ye = envelope(t, y, ENVELOPE_POINTS)
+    return (ax.semilogy if log else ax.plot)(te, ye, *args, **kw)
+
+
 def _lines(ax: Any, t: np.ndarray, data: np.ndarray, idx: list[int], labels: list[str], **kw: Any):
     handles = []
     for i in idx:
-        (line,) = ax.plot(t, data[:, i], label=labels[i], lw=1.0, **kw)
+        (line,) = _plot(ax, t, data[:, i], label=labels[i], lw=1.0, **kw)
         handles.append(line)
     return handles
 
@@ -194,7 +239,7 @@ def _two_axes(ax: Any, t, data, group: _Group, labels: list[str], rate: bool) ->
         target = ax.twinx() if group.left else ax
         colors = [f"C{j}" for j in range(len(group.left), len(group.left) + len(group.right))]
         for i, c in zip(group.right, colors, strict=True):
-            (line,) = target.plot(t, data[:, i], label=labels[i], lw=1.0, ls="--", color=c)
+            (line,) = _plot(target, t, data[:, i], label=labels[i], lw=1.0, ls="--", color=c)
             handles.append(line)
         target.set_ylabel(f"[{_UNITS[group.right_kind][k]}]" + (" (dashed)" if group.left else ""))
     ax.legend(handles=handles, loc="upper right", fontsize="small", ncol=min(4, len(handles)))
@@ -245,10 +290,10 @@ def plot_result(
             raise MbdgenError("this result has no energy (its module predates energy kernels)")
 
         def draw_energy(ax):
-            ax.plot(t, energy[:, 0], label="T", lw=1.0)
+            _plot(ax, t, energy[:, 0], label="T", lw=1.0)
             if result.has_potential:
-                ax.plot(t, energy[:, 1], label="V", lw=1.0)
-                ax.plot(t, energy[:, 0] + energy[:, 1], label="T + V", lw=1.2, color="k")
+                _plot(ax, t, energy[:, 1], label="V", lw=1.0)
+                _plot(ax, t, energy[:, 0] + energy[:, 1], label="T + V", lw=1.2, color="k")
             ax.set_ylabel("[J]")
             ax.legend(loc="upper right", fontsize="small", ncol=3)
             ax.set_title("energy", fontsize="medium", loc="left")
@@ -262,7 +307,7 @@ def plot_result(
             drift = total - total[0] - work
 
             def draw_drift(ax):
-                ax.plot(t, drift, lw=1.0, color="C3")
+                _plot(ax, t, drift, lw=1.0, color="C3")
                 ax.set_ylabel("[J]")
                 ax.set_title("energy drift T + V − E0 − ∫P dt", fontsize="medium", loc="left")
 
@@ -278,7 +323,7 @@ def plot_result(
             ):
                 shown, f = _floor_log(values)
                 floor, zeros = min(floor, f), zeros or bool(np.any(values <= 0))
-                ax.semilogy(t, shown, lw=0.9, color=color, label=label)
+                _plot(ax, t, shown, log=True, lw=0.9, color=color, label=label)
             title = "constraint residuals"
             if zeros:  # log(0) does not exist: draw exact zeros on a marked floor
                 ax.axhline(floor, color="0.6", lw=0.6, ls=":")
@@ -310,7 +355,8 @@ def plot_result(
                 styles = ("-", "--", ":", "-.")
                 for i in idx:
                     unit = result.multiplier_label(i).split(" ", 1)[1]
-                    ax.plot(
+                    _plot(
+                        ax,
                         t,
                         result.lam[:, i],
                         lw=1.0,
@@ -348,7 +394,7 @@ def plot_result(
             def draw_reaction(ax, row=row, columns=columns):
                 forces = [c for c in columns.columns if c.startswith("F")]
                 torques = [c for c in columns.columns if c.startswith("T")]
-                handles = [ax.plot(t, columns[c], lw=1.0, label=c)[0] for c in forces]
+                handles = [_plot(ax, t, columns[c], lw=1.0, label=c)[0] for c in forces]
                 ax.set_ylabel("force [N]")
                 title = f"reaction {row} (global frame)"
                 if not any(np.any(columns[c]) for c in torques):  # a pin: no torque
@@ -358,7 +404,7 @@ def plot_result(
                 for j, c in enumerate(torques):
                     color = f"C{len(forces) + j}"
                     handles.append(
-                        right.plot(t, columns[c], lw=1.0, ls="--", label=c, color=color)[0]
+                        _plot(right, t, columns[c], lw=1.0, ls="--", label=c, color=color)[0]
                     )
                 if torques:
                     right.set_ylabel("torque [N·m] (dashed)")

@@ -328,3 +328,20 @@ def test_a_result_streamed_by_another_process_can_be_used_there():
         "    print(len(s), r.q[-1, 2] == s.q[-1, 2])\n"
     )
     assert out.split() == ["1001", "True"]
+
+
+def test_a_long_line_is_drawn_as_its_envelope():
+    """Per bin the smallest and largest value in their order: the extremes, the order
+    in time and a gap (NaN) survive; a short line is drawn as it is."""
+    from mbdgen.plot import envelope
+
+    t = np.arange(100_003.0)
+    y = np.sin(t / 1000.0)
+    y[5_000], y[7_000], y[60_001] = 7.0, np.nan, -3.0
+    te, ye = envelope(t, y, 400)
+    assert len(te) <= 410 and np.all(np.diff(te) > 0) and te[-1] == t[-1]
+    assert np.nanmax(ye) == 7.0 and np.nanmin(ye) == -3.0 and np.isnan(ye).sum() == 1
+    assert set(te[ye == 7.0]) == {5_000.0} and set(te[ye == -3.0]) == {60_001.0}
+    assert all(np.interp(te[~np.isnan(ye)], t, np.nan_to_num(y)) == ye[~np.isnan(ye)])
+    short_t, short_y = envelope(t[:300], y[:300], 400)
+    assert np.array_equal(short_t, t[:300]) and np.array_equal(short_y, y[:300])
