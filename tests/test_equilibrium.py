@@ -90,3 +90,14 @@ def test_cli_equilibrium(spring_pendulum):
     assert "settled in" in res.output and "\nλ " in res.output and "unit unknown" in res.output
     res = runner.invoke(main, [*args, "-p", "mass=2"])
     assert res.exit_code == 1 and "has no parameter 'mass'" in res.output
+
+
+def test_a_line_search_that_leaves_its_partition_repartitions():
+    """A point mass on a circle from a horizontal start (models/circle.py, x² + y² = 1):
+    with y independent, the line down to y = −1 ends where x's row turns singular; the
+    search re-partitions (x independent) and finds the bottom.  It failed with "the
+    line search found no descent" before."""
+    module = import_generated(GENERATED / "circle.py")
+    e = equilibrium(module)
+    assert e.q == pytest.approx([0.0, -1.0], abs=1e-12) and e.residual < 1e-12
+    assert e.independent == ("x",)

@@ -250,6 +250,15 @@ def _minimize(
         found = _line_search(red, x, q, d, g, alpha, c2=0.5)
         iterations += 1
         if found is None:
+            # the line left the partition's reach before V stopped falling (a point mass
+            # on a circle, y independent, going down to where x's row turns singular):
+            # another partition at q may follow it further
+            dependent = red.u.copy()
+            red.partition(q)
+            if not np.array_equal(red.u, dependent):
+                x, g = q[red.v].copy(), red.gradient(q)
+                hinv, scaled = np.eye(x.size), False
+                continue
             raise MbdgenError(
                 f"the line search found no descent at v = {x} after {iterations} iterations "
                 f"(‖dV/dv‖∞ = {np.abs(g).max():.3e}): the dependent coordinates cannot be "
