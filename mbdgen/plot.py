@@ -445,9 +445,18 @@ def _step_panels(result: Result, panels: _Panels) -> None:
     steps = np.diff(np.concatenate([[0.0], hist[:, col["steps"]]]))
     per_step = np.where(steps > 0, 1.0, np.nan) / np.maximum(steps, 1.0)
 
+    h_mean = hist[:, col["h_mean"]]
+    finite = h_mean[np.isfinite(h_mean)]
+    # a fixed step: the chunk means differ by rounding alone, which a log axis
+    # would stretch over the whole panel
+    constant = finite.size > 0 and finite.max() - finite.min() <= 1e-9 * finite.max()
+
     def draw_h(ax):
-        ax.stairs(hist[:, col["h_mean"]], edges, lw=1.0, baseline=None)
-        ax.set_yscale("log")
+        ax.stairs(h_mean, edges, lw=1.0, baseline=None)
+        if constant:
+            ax.set_ylim(0.0, 1.5 * finite.max())
+        else:
+            ax.set_yscale("log")
         ax.set_ylabel("h [s]")
         ax.set_title(
             f"mean step size per chunk ({int(hist[-1, col['steps']])} steps)",

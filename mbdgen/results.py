@@ -409,6 +409,8 @@ class Result:
         status = info.get("status", "finished")
         message = info.get("message", "")
         said = f" ({message})" if message not in ("", status) else ""
+        if message.startswith(f"{status} "):  # "terminated (SIGTERM) at t = 2": said once
+            status, said = message, ""
         lines.append(f"  status: {status}{said}")
         if len(self):
             lines.append(f"  rows: {len(self)}, t = {self.t[0]:.6g} .. {self.t[-1]:.6g}")

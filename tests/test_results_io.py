@@ -316,3 +316,25 @@ def test_settings_line_names_what_the_user_chose():
         == "rk4, h=0.1, baumgarte α=5 β=0"
     )
     assert settings_text({"analysis": "kinematics", "h": 0.1}) == "kinematics, h=0.1"
+
+
+def test_the_step_panel_of_a_fixed_step_run_is_linear(pendulum):
+    """A fixed step's chunk means differ by rounding alone: drawn on a linear axis from
+    0, not stretched over a log axis; a variable step keeps its log axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mbdgen.plot import _Panels, _step_panels
+
+    for method, scale in (("abm", "linear"), ("vabm", "log")):
+        result = mbdgen.simulate(pendulum, method, h=1e-3 if method == "abm" else 0.05, t_end=1.0)
+        panels = _Panels()
+        _step_panels(result, panels)
+        fig, ax = plt.subplots()
+        try:
+            panels.draw[0](ax)
+            assert ax.get_yscale() == scale, method
+        finally:
+            plt.close(fig)

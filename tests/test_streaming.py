@@ -266,6 +266,7 @@ def test_sigterm_keeps_a_streamed_runs_rows(tmp_path):
     assert "error: terminated (SIGTERM) at t = " in stderr and "Traceback" not in stderr
     saved = mbdgen.load(out)
     assert 1 < len(saved) < 10_000_001 and saved.info["status"] == "terminated"
+    assert "  status: terminated (SIGTERM) at t = " in saved.summary()  # said once
     assert re.search(rf"saved {len(saved)} output row\(s\) \(\d+ steps, t = 0 to ", stderr)
     assert _leftovers(tmp_path) == []
 
