@@ -1205,7 +1205,23 @@ def linearize_cmd(
     metavar="NAME=START:STOP:COUNT",
     help="The eigenvalues against a parameter, COUNT values from START to STOP.",
 )
-@click.option("-o", "--output", default=None, help="With --sweep: the table (.csv).")
+@click.option(
+    "--animate",
+    "animate_mode",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Animate mode K of the table (with -o FILE.gif or .mp4).",
+)
+@click.option(
+    "--amplitude",
+    default=0.1,
+    show_default=True,
+    type=float,
+    help="With --animate: the largest coordinate's excursion (its unit: m or rad).",
+)
+@click.option(
+    "-o", "--output", default=None, help="With --sweep: the table (.csv); with --animate: .gif."
+)
 @click.option("--plot", "plot_path", default=None, help="With --sweep: Re, Im λ (.png, .pdf).")
 def modes_cmd(
     model: str,
@@ -1216,6 +1232,8 @@ def modes_cmd(
     t: float,
     out_dir: str,
     sweep: str | None,
+    animate_mode: int | None,
+    amplitude: float,
     output: str | None,
     plot_path: str | None,
 ) -> None:
@@ -1224,9 +1242,24 @@ def modes_cmd(
     against a parameter (a table, -o as .csv, --plot as a picture)."""
     from mbdgen.results import PLOT_SUFFIXES, check_destination
 
+    if animate_mode is not None:
+        from mbdgen.analysis.linearize import mode_motion
+        from mbdgen.animation import ANIMATION_SUFFIXES, animate
+
+        if sweep is not None or plot_path:
+            raise MbdgenError("--animate draws one mode: leave out --sweep and --plot")
+        if not output:
+            raise MbdgenError("--animate needs -o FILE.gif (or .mp4)")
+        check_destination(output, ANIMATION_SUFFIXES)
+        lin = _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
+        motion = mode_motion(_compile(model, out_dir), lin, animate_mode, amplitude=amplitude)
+        click.echo(f"wrote {animate(motion, output)} ({motion.info['message']})")
+        return
     if sweep is None:
         if output or plot_path:
-            raise MbdgenError("-o and --plot go with --sweep NAME=START:STOP:COUNT")
+            raise MbdgenError(
+                "-o and --plot go with --sweep NAME=START:STOP:COUNT (or -o with --animate K)"
+            )
         _linear_model(model, params, q0, at_q0, inputs, t, out_dir)
         return
     from mbdgen.analysis.linearize import eigenvalue_text, sweep_modes

@@ -256,3 +256,36 @@ def test_a_found_equilibrium_is_polished_and_an_unstable_one_is_said(pendulum):
         in output
     )
     assert linearize(pendulum, inputs="phi1").inputs == ("phi1",)  # a name, not its letters
+
+
+def test_a_mode_is_animated_as_its_shape_on_the_constraints(tmp_path):
+    """The slider-crank with a spring-damper: mode 1's motion keeps Φ = 0 at every row,
+    swings its largest coordinate by the amplitude, over two periods of Im λ; the CLI
+    writes the GIF and says which mode it drew."""
+    from mbdgen.analysis.linearize import mode_motion
+
+    module = import_generated(GENERATED / "slider_crank_tsda.py")
+    lin = linearize(module)
+    motion = mode_motion(module, lin, 1, amplitude=0.05)
+    p = np.array([lin.info["parameters"][name] for name in module.PARAMETER_NAMES])
+    phi = [np.abs(_kernel(module, "phi", 0.0, q, p)).max() for q in motion.q]
+    assert max(phi) <= 1e-10
+    big = int(np.argmax(np.abs(lin.modes()[0].shape)))
+    swing = motion.q[:, big] - lin.q[big]
+    assert np.abs(swing).max() == pytest.approx(0.05, rel=0.02)  # Newton moves it by O(a²)
+    omega = lin.modes()[0].eigenvalue.imag
+    assert motion.t[-1] == pytest.approx(2 * 2 * math.pi / omega)
+    code, output = cli("modes", MODELS / "slider_crank_tsda.py", "--out-dir", GENERATED,
+                       "--animate", "2", "-o", tmp_path / "m.gif")  # fmt: skip
+    assert code == 0 and "(mode 2: 7.477 Hz, amplitude 0.1, damping left out)" in output, output
+    from PIL import Image
+
+    with Image.open(tmp_path / "m.gif") as gif:
+        assert gif.n_frames > 20
+    for args, needle in (
+        (("--animate", "3", "-o", tmp_path / "x.gif"), "mode 3 does not exist"),
+        (("--animate", "1"), "--animate needs -o FILE.gif"),
+        (("--animate", "1", "-o", tmp_path / "x.png"), "x.png"),
+    ):
+        code, output = cli("modes", MODELS / "slider_crank_tsda.py", "--out-dir", GENERATED, *args)
+        assert code == 1 and needle in one_line_error(output, only=True), (args, output)

@@ -585,3 +585,73 @@ def sweep_modes(
         equilibria=np.array(points),
         coordinates=tuple(module.COORDINATE_NAMES),
     )
+
+
+def mode_motion(
+    model: ModuleType | str | Path,
+    lin: Linearization,
+    mode: int,
+    *,
+    amplitude: float = 0.1,
+    periods: float = 2.0,
+    rows_per_period: int = 48,
+) -> Any:
+    """Mode ``mode`` (1-based, as :meth:`Linearization.table` numbers them) as a
+    :class:`~mbdgen.results.Result` to animate (:func:`mbdgen.animate`): q(t) = q_e +
+    amplitude · Re(φ e^{iωt}) over ``periods`` periods of ω = Im λ (the shape φ scaled
+    so that its largest component is 1, in that coordinate's unit; the damping left
+    out, so the shape is seen), each row put back onto Φ = 0 by Newton's method.  A
+    real or neutral mode swings as φ sin(πt) over 2 s per period."""
+    from mbdgen import geometry
+    from mbdgen.analysis.kinematics import newton_positions
+    from mbdgen.inputs import resolve_model
+    from mbdgen.results import Result
+    from mbdgen.simulation import body_layout
+    from mbdgen.units import label_result
+
+    module = resolve_model(model)
+    modes = lin.modes()
+    if not 1 <= mode <= len(modes):
+        raise MbdgenError(f"mode {mode} does not exist: {lin.info['model']!r} has {len(modes)}")
+    chosen = modes[mode - 1]
+    omega = chosen.eigenvalue.imag
+    period = 2.0 * math.pi / omega if omega > 0.0 else 2.0
+    rows = max(2, int(round(periods * rows_per_period)) + 1)
+    t = np.linspace(0.0, periods * period, rows)
+    shape = np.asarray(chosen.shape, dtype=complex)
+    if omega > 0.0:
+        wave = np.exp(1j * omega * t)
+    else:
+        wave = np.sin(math.pi * t / period * 2.0) + 0j
+    p = np.array([lin.info["parameters"][name] for name in module.PARAMETER_NAMES])
+    q = np.empty((rows, lin.q.size))
+    for i, w in enumerate(wave):
+        guess = lin.q + amplitude * np.real(shape * w)
+        solved = newton_positions(module, lin.t, guess, p, tol=1e-12, max_iterations=50)
+        q[i] = guess if solved is None else solved[0]
+    zeros = np.zeros_like(q)
+    m = module.N_CONSTRAINTS
+    result = Result(
+        t=t,
+        q=q,
+        qd=zeros,
+        qdd=zeros,
+        lam=np.zeros((rows, m)),
+        phi_norm=np.zeros(rows),
+        phid_norm=np.zeros(rows),
+        coordinates=tuple(module.COORDINATE_NAMES),
+        info={
+            "model": module.MODEL_NAME,
+            "method": f"mode {mode}",
+            "status": "finished",
+            "message": (
+                f"mode {mode}: {chosen.frequency_hz:.4g} Hz, amplitude {amplitude:g}, "
+                "damping left out"
+            ),
+            "geometry": geometry.describe(module, p),
+            "bodies": body_layout(module),
+            "parameters": lin.info["parameters"],
+        },
+    )
+    label_result(result, module)
+    return result
