@@ -959,6 +959,11 @@ def _missing(where: str, kind: str, names: list[str] | set[str]) -> ResultFileEr
 def _read_npz(path: Path, where: str) -> tuple[Any, dict[str, np.ndarray]]:
     try:
         with np.load(path, allow_pickle=False) as data:
+            if {"A", "stiffness", "eigenvalues"} <= set(data.files):
+                raise ResultFileError(
+                    f"{where} is a linear model (mbdgen linearize -o), not a result: read it "
+                    "with mbdgen.analysis.linearize.Linearization.load"
+                )
             if not set(_REQUIRED) <= set(data.files):
                 raise _missing(where, "a NumPy archive", data.files)
             meta = json.loads(str(data["meta"]))

@@ -198,6 +198,20 @@ def test_the_cli_prints_the_modes_and_writes_the_matrices(tmp_path):
         assert np.allclose(np.sort(f["eigenvalues"].imag), [-2.7124712, 2.7124712], atol=1e-7)
     code, output = cli("modes", MODELS / "double_pendulum.py", "--out-dir", GENERATED)
     assert code == 0 and output.count("± ") == 2, output
+    from mbdgen.analysis.linearize import Linearization
+    from mbdgen.errors import ResultFileError
+
+    back = Linearization.load(tmp_path / "new" / "lin.npz")
+    assert back.inputs == ("phi1",) and back.independent == ("phi1",)
+    assert back.table() == linearize(mbdgen.compile(MODELS / "pendulum.py", GENERATED)).table()
+    with pytest.raises(ResultFileError, match=r"is a linear model .*Linearization\.load"):
+        mbdgen.load(tmp_path / "new" / "lin.npz")
+    code, output = cli("show", tmp_path / "new" / "lin.npz")
+    assert code == 1 and "is a linear model" in one_line_error(output, only=True)
+    pendulum = mbdgen.compile(MODELS / "pendulum.py", GENERATED)
+    mbdgen.simulate(pendulum, h=0.1, t_end=0.2).save(tmp_path / "r.npz")
+    with pytest.raises(MbdgenError, match="not a linear model"):
+        Linearization.load(tmp_path / "r.npz")
 
 
 def test_a_sweep_follows_the_closed_form_and_writes_its_table_and_plot(pendulum, tmp_path):

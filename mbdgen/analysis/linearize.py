@@ -48,6 +48,8 @@ from mbdgen.errors import MbdgenError
 #: Eigenvalues below this share of the largest |λ| (and singular values of K_v below
 #: it of the largest) are a neutral mode's zero (see :meth:`Linearization.modes`).
 ZERO_SHARE = 1e-6
+#: The ``format`` tag in the metadata of a saved linear model (:meth:`Linearization.save`).
+LINEAR_FORMAT = "mbdgen-linear-model"
 #: Newton iterations at most that polish a found equilibrium to rounding.
 POLISH_ITERATIONS = 5
 #: The operating point is an equilibrium where the reduced static force ‖Hᵀ Q‖∞ is at
@@ -251,11 +253,14 @@ class Linearization:
                 f"a linear model is written as .npz, not {path.suffix or path.name!r}"
             )
         names = {
+            "format": LINEAR_FORMAT,
             "coordinates": list(self.coordinates),
             "independent": list(self.independent),
             "states": list(self.state_names),
             "inputs": list(self.inputs),
             "outputs": list(self.output_names),
+            "t": self.t,
+            "residual": self.residual,
             "info": self.info,
         }
         with atomic_write(path) as fh:
@@ -263,9 +268,37 @@ class Linearization:
                 fh,
                 A=self.A, B=self.B, C=self.C, D=self.D, H=self.H, mass=self.mass,
                 damping=self.damping, stiffness=self.stiffness, q=self.q, lam=self.lam,
-                eigenvalues=self.eigenvalues, meta=np.array(json.dumps(names)),
+                eigenvalues=self.eigenvalues, eigenvectors=self.eigenvectors,
+                meta=np.array(json.dumps(names)),
             )  # fmt: skip
         return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Linearization:
+        """A linear model written by :meth:`save` (``mbdgen linearize -o``)."""
+        import json
+        import zipfile
+
+        where = repr(str(path))
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                if not isinstance(meta, dict) or meta.get("format") != LINEAR_FORMAT:
+                    raise MbdgenError(f"{where} is not a linear model written by mbdgen linearize")
+                arrays = {key: data[key] for key in data.files if key != "meta"}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise MbdgenError(
+                f"cannot read {where} as a linear model: {type(exc).__name__}: {exc}"
+            ) from None
+        return cls(
+            q=arrays["q"], lam=arrays["lam"], t=float(meta["t"]),
+            coordinates=tuple(meta["coordinates"]), independent=tuple(meta["independent"]),
+            inputs=tuple(meta["inputs"]), H=arrays["H"], mass=arrays["mass"],
+            damping=arrays["damping"], stiffness=arrays["stiffness"], A=arrays["A"],
+            B=arrays["B"], C=arrays["C"], D=arrays["D"], eigenvalues=arrays["eigenvalues"],
+            eigenvectors=arrays["eigenvectors"], residual=float(meta["residual"]),
+            info=meta["info"],
+        )  # fmt: skip
 
 
 class _Point:
