@@ -29,8 +29,15 @@ demo: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
+	$(BIN)/ruff format --check mbdgen tests models
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1 \
 		--durations=15
+
+## test-fast: the suite without the tests marked slow (compile-heavy), for a quick check
+test-fast: $(STAMP)
+	$(BIN)/ruff check mbdgen tests models
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1 \
+		-m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
