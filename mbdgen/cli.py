@@ -615,6 +615,8 @@ def simulate(
     # NAME=VALUE as -p and --x0 (a sweep's q0.NAME): simulate() takes them by name
     initial = {"q0": _parse_params(q0, "--q0"), "qd0": _parse_params(qd0, "--qd0")}
     module = _compile(model, out_dir)
+    if output and not stream:
+        _warn_if_the_file_may_not_fit(module, h, t_end, output_every, output)
     if stream is None and hdf5:
         from mbdgen.simulation import output_bytes, too_large_for_memory
 
@@ -749,6 +751,26 @@ def simulate(
     if strict and checks:
         click.echo(f"error: --strict: {len(checks)} check(s) failed (see the warnings)", err=True)
         sys.exit(EXIT_CHECK)
+
+
+def _warn_if_the_file_may_not_fit(
+    module: Any, h: float, t_end: float, output_every: int, output: str
+) -> None:
+    """A warning before the run when the result file may not fit where it goes: its
+    rows, uncompressed, take more than the folder's free space (a file written from
+    memory is written after the run, and a full disk then loses the run)."""
+    from mbdgen.rowstore import bytes_text, free_bytes
+    from mbdgen.simulation import output_bytes
+
+    need, free = output_bytes(module, h, t_end, output_every), free_bytes(Path(output).parent)
+    if free is not None and need > free:
+        click.echo(
+            f"warning: the result may not fit in {str(Path(output).parent)!r}: its rows take up "
+            f"to {bytes_text(need)} and {bytes_text(free)} are free there; the file is written "
+            "after the run, which a full disk would lose (with -o FILE.h5, --stream reserves "
+            "the space before the first step)",
+            err=True,
+        )
 
 
 def _save_partial(result: object, output: str) -> None:

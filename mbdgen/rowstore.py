@@ -88,11 +88,11 @@ class RowStore:
                 if self.expected is not None and self.expected >= self.nbytes + nbytes
                 else f"at least {bytes_text(self.nbytes + nbytes)}"
             )
+            free = (free_bytes(self.folder) or 0) + self.nbytes  # ours is given back
             raise WriteError(
                 exc.errno,
                 f"{exc.strerror or exc} (the run keeps its output rows in {str(self.folder)!r} "
-                f"while it goes, {needed}; {bytes_text(_free_bytes(self.folder) + self.nbytes)} "
-                "free there)",
+                f"while it goes, {needed}; {bytes_text(free)} free there)",
                 self.destination,
             ) from None
         finally:
@@ -112,12 +112,13 @@ class RowStore:
                 mapped.madvise(advice)
 
 
-def _free_bytes(folder: Path) -> int:
-    """Bytes an unprivileged user may still write in ``folder``'s file system."""
+def free_bytes(folder: Path) -> int | None:
+    """Bytes an unprivileged user may still write in ``folder``'s file system (None
+    where the file system does not say)."""
     try:
         stat = os.statvfs(folder)
-    except OSError:
-        return 0
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
     return stat.f_bavail * stat.f_frsize
 
 

@@ -172,8 +172,8 @@ def _check_output_size(
     )
     if have is not None and need > MEMORY_SHARE * have:
         raise MbdgenError(
-            f"the output would need {need / 2**30:.3g} GiB ({rows:,} rows of {width} numbers) "
-            f"but this machine has {have / 2**30:.3g} GiB: {remedy}"
+            f"the output would need {bytes_text(need)} ({rows:,} rows of {width} numbers), "
+            f"more than half of this machine's {bytes_text(have)} of memory: {remedy}"
         )
     if too_large_for_memory(need):
         free = _available_bytes() or 0

@@ -346,3 +346,19 @@ def test_a_long_line_is_drawn_as_its_envelope():
     assert all(np.interp(te[~np.isnan(ye)], t, np.nan_to_num(y)) == ye[~np.isnan(ye)])
     short_t, short_y = envelope(t[:300], y[:300], 400)
     assert np.array_equal(short_t, t[:300]) and np.array_equal(short_y, y[:300])
+
+
+def test_a_file_that_may_not_fit_is_said_before_the_run(tmp_path, monkeypatch):
+    """A file written from memory is written after the run: where its rows would take
+    more than the folder's free space, a warning comes before the first step."""
+    monkeypatch.setattr(rowstore, "free_bytes", lambda folder: 1000)
+    args = ("simulate", MODELS / "pendulum.py", "--out-dir", GENERATED, "--t-end", "0.1",
+            "--no-progress", "-o")  # fmt: skip
+    code, output = cli(*args, tmp_path / "a.npz")
+    assert code == 0 and output.startswith(
+        f"warning: the result may not fit in {str(tmp_path)!r}: its rows take up to "
+    ), output
+    assert "1 kB are free there" in output and "--stream reserves the space" in output
+    monkeypatch.setattr(rowstore, "free_bytes", lambda folder: 10**12)
+    code, output = cli(*args, tmp_path / "b.npz")
+    assert code == 0 and "may not fit" not in output
