@@ -447,6 +447,7 @@ class VariableStep(Stepper):
             )
         )
         self.t_out = run.output_grid()
+        self._timed = 0  # output rows whose time is in out.t
         self.ws = self._right_side_workspace()
         self.aux = np.zeros(self.out.aux.shape[1])
 
@@ -462,7 +463,10 @@ class VariableStep(Stepper):
             out.aux,
         )  # fmt: skip
         done = int(istate[adaptive.I_JOUT])
-        out.t[:done] = self.t_out[:done]
+        # only the rows this chunk wrote: all of them each time was quadratic in the
+        # rows (the pendulum with vabm, 1e7 rows: 14.7 s instead of 6.4 s CPU)
+        out.t[self._timed : done] = self.t_out[self._timed : done]
+        self._timed = done
         return status
 
     @property
