@@ -108,6 +108,17 @@ def _holds(key: Any, payload: Any) -> bool:
     return True
 
 
+def _can_pickle(key: Any) -> bool:
+    """Whether an index key can be written again (see ``locked_save``)."""
+    from numba.core.serialize import dumps
+
+    try:
+        dumps(key)
+    except ReferenceError:
+        return False
+    return True
+
+
 def _make_index_safe() -> None:
     """Wrap Numba's ``IndexDataCacheFile.save`` and ``.load`` (once per process): a save
     holds the index's exclusive lock from reading the index to writing the data, a load
@@ -128,7 +139,23 @@ def _make_index_safe() -> None:
 
     def locked_save(self: Any, key: Any, data: Any) -> None:
         with _index_locked(self._index_path, exclusive=True):
-            save(self, key, data)
+            try:
+                save(self, key, data)
+            except ReferenceError:
+                # An entry of the index was compiled for another process's jitted
+                # function (a function-typed argument): unpickled here, its type holds a
+                # weak reference to a copy that nothing keeps, so the index cannot be
+                # pickled again and the save failed the call that compiled.  Drop such
+                # entries (their files become unused) and save.
+                loaded, own = self._load_index, self.__dict__.get("_load_index")
+                self._load_index = lambda: {k: v for k, v in loaded().items() if _can_pickle(k)}
+                try:
+                    save(self, key, data)
+                finally:
+                    if own is None:
+                        del self._load_index
+                    else:
+                        self._load_index = own
 
     def checked_load(self: Any, key: Any) -> Any:
         with _index_locked(self._index_path, exclusive=False):

@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from numba.core.typing.templates import Signature
 
 from mbdgen import _numba_cache
@@ -126,3 +127,35 @@ def test_an_entry_holding_another_signature_s_code_is_a_miss(tmp_path):
     entries = _entries(_fresh(tmp_path))
     assert len(entries) == 2 and all(key == held for key, held in entries.items()), entries
     assert _numba_cache._holds(k1, (b"", "no signature")) is True  # nothing to check
+
+
+def test_an_index_entry_whose_function_is_gone_does_not_fail_the_save(tmp_path, monkeypatch):
+    """An index entry compiled for a function-typed argument holds a weak reference to
+    that function; unpickled in another process with nothing keeping the function, it
+    cannot be pickled again (numba's _PickleableWeakRef: "underlying object has
+    vanished"), and the next save into that index failed the call that had compiled
+    (tests/test_genalpha.py, once, in a full run).  The entry is dropped instead."""
+    import gc
+
+    from numba import njit
+    from numba.core import caching, serialize, types
+
+    import mbdgen._numba_cache  # noqa: F401  (installs the wrappers)
+
+    def gone() -> types.Dispatcher:
+        @njit
+        def f(x):
+            return x
+
+        f(1.0)
+        return types.Dispatcher(f)
+
+    dead = gone()
+    gc.collect()
+    with pytest.raises(ReferenceError):
+        serialize.dumps(dead)
+    index = caching.IndexDataCacheFile(str(tmp_path), "t", ("stamp", 1))
+    monkeypatch.setattr(index, "_load_index", lambda: {(dead,): "t.1.nbc"})
+    index.save(("new",), b"data")
+    monkeypatch.undo()
+    assert index._load_index() == {("new",): "t.1.nbc"}  # the dropped entry's file reused
