@@ -108,15 +108,27 @@ def _holds(key: Any, payload: Any) -> bool:
     return True
 
 
-def _can_pickle(key: Any) -> bool:
-    """Whether an index key can be written again (see ``locked_save``)."""
-    from numba.core.serialize import dumps
+def _live_entries(overloads: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any]]:
+    """The entries of an index whose weakly typed arguments (``types.WeakType``: jitted
+    functions passed as arguments) still exist, and those objects: held by the caller
+    until the index is written, so that none expires in between."""
+    from numba.core import types
 
-    try:
-        dumps(key)
-    except ReferenceError:
-        return False
-    return True
+    keep: list[Any] = []
+
+    def alive(item: Any) -> bool:
+        if isinstance(item, types.WeakType):
+            obj = item._wr()
+            if obj is None:
+                return False
+            keep.append(obj)
+            return True
+        if isinstance(item, tuple | list):
+            return all(alive(part) for part in item)
+        args = getattr(item, "args", None)  # a Signature
+        return alive(tuple(args)) if isinstance(args, tuple) else True
+
+    return {k: v for k, v in overloads.items() if alive(k)}, keep
 
 
 def _make_index_safe() -> None:
@@ -148,9 +160,11 @@ def _make_index_safe() -> None:
                 # pickled again and the save failed the call that compiled.  Drop such
                 # entries (their files become unused) and save.
                 loaded, own = self._load_index, self.__dict__.get("_load_index")
-                self._load_index = lambda: {k: v for k, v in loaded().items() if _can_pickle(k)}
+                entries, keep = _live_entries(loaded())
+                self._load_index = lambda: entries
                 try:
                     save(self, key, data)
+                    del keep
                 finally:
                     if own is None:
                         del self._load_index
