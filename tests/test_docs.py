@@ -145,3 +145,15 @@ def test_api_reference_builds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     page = (tmp_path / "mbdgen" / "model" / "planar.html").read_text()
     assert "revolute" in page and "Haug 1989" in page
+
+
+def test_the_readme_names_the_reserved_symbols() -> None:
+    """The README's list of reserved names is the one the compiler refuses."""
+    import re
+
+    from mbdgen.model.names import RESERVED
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("so these are reserved:") :].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", paragraph.split("(time is", 1)[0]))
+    assert listed == set(RESERVED)
