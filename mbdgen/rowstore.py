@@ -23,6 +23,7 @@ block by block from these arrays into a preallocated HDF5 file.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import sys
@@ -131,9 +132,15 @@ def reserve(fd: int, nbytes: int, keep_size: bool = False) -> None:
     if keep_size:
         fallocate = _libc_fallocate()
         if fallocate is not None:
-            if fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, nbytes) != 0:
-                code = ctypes.get_errno()
+            if fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, nbytes) == 0:
+                return
+            code = ctypes.get_errno()
+            if code not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise OSError(code, os.strerror(code))
+            # a file system without fallocate (NFS, older ZFS): the free space, checked
+            free = free_bytes(Path(f"/proc/self/fd/{fd}").resolve().parent)
+            if free is not None and free < nbytes:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             return
         # no fallocate(2): reserve and give the blocks back; the room was there a
         # moment ago, which is as much as a check can say

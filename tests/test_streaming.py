@@ -362,3 +362,22 @@ def test_a_file_that_may_not_fit_is_said_before_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(rowstore, "free_bytes", lambda folder: 10**12)
     code, output = cli(*args, tmp_path / "b.npz")
     assert code == 0 and "may not fit" not in output
+
+
+def test_a_file_system_without_fallocate_checks_the_free_space(pendulum, tmp_path, monkeypatch):
+    """NFS or an older ZFS answer fallocate(2) with EOPNOTSUPP: the save then checks
+    the free space instead of failing, and a folder without room is still one line."""
+    import ctypes
+
+    def unsupported(fd, mode, offset, length):
+        ctypes.set_errno(errno.EOPNOTSUPP)
+        return -1
+
+    result = mbdgen.simulate(pendulum, h=1e-3, t_end=0.5, stream_to=tmp_path)
+    monkeypatch.setattr(rowstore, "_libc_fallocate", lambda: unsupported)
+    result.save(tmp_path / "a.h5")
+    assert len(mbdgen.load(tmp_path / "a.h5")) == 501
+    monkeypatch.setattr(rowstore, "free_bytes", lambda folder: 10)
+    with pytest.raises(OutputError, match="No space left on device$"):
+        result.save(tmp_path / "b.h5")
+    assert not (tmp_path / "b.h5").exists() and _leftovers(tmp_path) == []
