@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mbdgen import interrupts
 from mbdgen.errors import WriteError
 
 #: Rows per block where a whole-run array is read or written in pieces (post-processing,
@@ -76,11 +77,12 @@ class RowStore:
         if nbytes == 0:
             return np.zeros(shape)
         try:
-            fd, name = tempfile.mkstemp(dir=self.folder, prefix=".mbdgen-rows.", suffix=".tmp")
+            with interrupts.deferred():  # no Ctrl-C between creating the file and unlinking it
+                fd, name = tempfile.mkstemp(dir=self.folder, prefix=".mbdgen-rows.", suffix=".tmp")
+                os.unlink(name)  # nameless from now on: nothing left behind, nothing to open
         except OSError as exc:
             raise WriteError(exc.errno, exc.strerror or str(exc), self.destination) from None
         try:
-            os.unlink(name)  # nameless from now on: nothing left behind, nothing to open
             reserve(fd, nbytes)
             mapped = mmap.mmap(fd, nbytes)
         except OSError as exc:
