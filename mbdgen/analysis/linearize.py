@@ -655,7 +655,7 @@ def mode_motion(
     if omega > 0.0:
         wave = np.exp(1j * omega * t)
     else:
-        wave = np.sin(math.pi * t / period * 2.0) + 0j
+        wave = np.sin(2.0 * math.pi * t / period) + 0j  # period 2 s: sin(πt)
     p = np.array([lin.info["parameters"][name] for name in module.PARAMETER_NAMES])
     q = np.empty((rows, lin.q.size))
     for i, w in enumerate(wave):
