@@ -348,7 +348,8 @@ METHODS: dict[str, Method] = {
             "index3_chunk",
             "HHT-α with error control (rtol, atol) and dense output: local error "
             "estimate, step-size selection, corrector stopping test of Negrut et al. "
-            "2007 (Eqs. 25, 34-39, 45) — stiff or long runs at a stated accuracy",
+            "2007 (Eqs. 25, 34-39, 45), the error held per unit step so that the final "
+            "error is about rtol — stiff or long runs at a stated accuracy",
             (2,),
         ),
         Method(

@@ -718,6 +718,8 @@ def _consistent_start(
     params: Mapping[str, float] | None,
     tol: float,
     residuals: tuple[np.ndarray, np.ndarray],
+    hold: tuple[str, ...] = (),
+    fallback: float | None = None,
 ) -> tuple[np.ndarray, dict[str, float] | None]:
     """q0, q̇0 made consistent for the error-controlled index-3 methods, as MSC.ADAMS
     runs its initial-conditions analysis before an HHT run (Negrut et al. 2007, §4).
@@ -727,7 +729,9 @@ def _consistent_start(
     rounded q0) would reject every step.  ``residuals`` are Φ(q0) and Φ_q q̇0 + Φ_t
     (:func:`constraint_residuals`, which :func:`simulate` evaluated for its own check).
     Returns the state and what was removed (their max-norms), or None when q0, q̇0
-    were consistent to ``tol``.
+    were consistent to ``tol``.  ``hold``: the coordinates a user's ``assemble`` held.
+    A ``tol`` at round-off that Newton's method cannot reach falls back to
+    ``fallback``.
     """
     from mbdgen.analysis.assembly import assemble as assemble_state
 
@@ -739,7 +743,18 @@ def _consistent_start(
     }
     if max(before.values()) <= tol:
         return x, None
-    assembled = assemble_state(module, q0=x[:n], qd0=x[n:], t0=t0, params=params, tol=tol)
+    try:
+        assembled = assemble_state(
+            module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=tol
+        )
+    except MbdgenError:
+        if fallback is None or fallback <= tol:
+            raise
+        if max(before.values()) <= fallback:
+            return x, None
+        assembled = assemble_state(
+            module, q0=x[:n], qd0=x[n:], t0=t0, params=params, hold=hold, tol=fallback
+        )
     return np.concatenate([assembled.q, assembled.qd]), before
 
 
@@ -999,8 +1014,14 @@ def simulate(
     else:
         said, start_note = 0, ""
     projected = None
-    if assemble is False and FAMILIES[spec.family].CONSISTENT_START:
-        x, projected = _consistent_start(module, t0, x, params, newton_tol, residuals0)
+    family = FAMILIES[spec.family]
+    if family.CONSISTENT_START:
+        tol0 = family.start_tol(family_options, newton_tol, x[:n])
+        if assemble is False or tol0 < newton_tol:
+            hold = () if assemble in (False, True) else tuple(assemble)
+            x, projected = _consistent_start(
+                module, t0, x, params, tol0, residuals0, hold, newton_tol
+            )
     partitioned = constraints in ("gcp", "hybrid")
     if partitioned:
         if constraints == "gcp" and shared.sparse_gcp(module):

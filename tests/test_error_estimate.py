@@ -51,8 +51,12 @@ def test_the_estimate_is_within_the_factor_its_method_implies(pendulum, referenc
     estimate = result.error_q.max(axis=1)[1:]
     ratio = true[-1] / estimate[-1]
     assert 0.9 <= ratio <= 1.5, (true[-1], estimate[-1])
-    # over every row (t = 0.2 … 2), not only the last
-    assert np.all((true <= 2.0 * estimate) & (true >= 0.5 * estimate)), true / estimate
+    # over every row (t = 0.2 … 2), not only the last: never below half the true error,
+    # and not above twice it except where the true error passes through zero
+    # (hht_adaptive at t = 1.4: 1.0e-8 against 2.8e-8, the rows beside it 2.7e-7, 3.2e-7)
+    assert np.all(true <= 2.0 * estimate), true / estimate
+    crossing = true < 0.1 * np.maximum(np.roll(true, 1), np.roll(true, -1))
+    assert np.all((true >= 0.5 * estimate) | crossing), true / estimate
     info = result.info["error_estimate"]
     assert info["max_q"] == result.error_q.max() and info["steps"] > result.counters["steps"]
     assert info["by"] == (

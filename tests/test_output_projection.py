@@ -65,9 +65,9 @@ def test_rows_between_steps_are_projected_onto_the_constraints(method):
 @pytest.mark.parametrize(
     ("name", "method", "q_raw", "qd_raw"),
     [
-        ("double_pendulum", "hht_adaptive", 5.9e-3, 1.1e-2),
+        ("double_pendulum", "hht_adaptive", 2.7e-4, 9.5e-4),
         ("double_pendulum", "radau5", 2.0e-5, 2.1e-3),
-        ("spatial_slider_crank", "genalpha_adaptive", 6.0e-2, 9.2e-1),
+        ("spatial_slider_crank", "genalpha_adaptive", 5.9e-4, 9.4e-3),
         ("spatial_slider_crank", "radau5", 6.9e-4, 1.7e-2),
     ],
 )
@@ -81,7 +81,8 @@ def test_the_projection_keeps_q_and_here_improves_qd(name, method, q_raw, qd_raw
     Bound for these four cases: no error grows by more than 1 %.  The spatial
     slider-crank takes the sparse kernel (``dynamics_values``) path; ``q_raw``,
     ``qd_raw`` are the errors measured without projection, checked to 50 % so that a
-    change of the method shows here."""
+    change of the method shows here (the index-3 methods' error per unit step took
+    them from 5.9e-3, 1.1e-2 and 6.0e-2, 0.92 to these)."""
     module = _module(name)
     ref = _run(module, "radau5", 1e-11)
     raw = _run(module, method, 1e-4, project_outputs=False)
@@ -130,7 +131,7 @@ def test_the_warning_names_the_option_when_rows_are_not_projected(pendulum):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             mbdgen.simulate(
-                pendulum, "hht_adaptive", h=0.01, t_end=0.05, phi_tol=1e-300,
+                pendulum, "hht_adaptive", h=0.01, t_end=0.2, phi_tol=1e-300,
                 options={"project_outputs": project},
             )  # fmt: skip
         said = [str(w.message) for w in caught if "violates its constraints" in str(w.message)]

@@ -76,7 +76,21 @@ error estimate, and its accuracy follows q̈'s through Eq. 11; c ε asks of λ t
 fraction c of the accuracy asked of q that Eq. 45 asks of q̈.  Holding λ to
 ``newton_tol`` = 1e-10 instead made λ's test decide almost every iteration count at
 engineering tolerances (stiff Andrews at ε = 1.8e-2: Eq. 45 met after 1-3
-iterations, λ's test after 3-7; design notes, stop 41).  A step whose Newton
+iterations, λ's test after 3-7; design notes, stop 41).
+
+**Error per unit step** (``ctrl[C_SPAN]`` = T > 0, the default of
+:class:`mbdgen.steppers.HHTAdaptive`): held per step, δ ∝ h³ ≤ ε gives h ∝ ε^{1/3}
+and a global error ∝ h² ∝ ε^{2/3}, 10²–10⁴ ε at ε = 1e-6 … 1e-9.  Per unit step q's
+weights are max(w_i h/T, ν), ν = 2|C| h² times q̈'s round-off floor (below, the
+Newton test's), the controller's exponent 1/2 and c of Eq. 45 is c h/T: the local
+errors add up to about ε over the run, h ∝ ε^{1/2} and the global error ∝ ε.  The
+states' error stays per step (their X⃛ estimate's round-off floor grows as 1/h).
+The best-degree predictor never takes the constant then: its lag h q⃛, left below
+the Newton floor in the same direction every step, drifts q̇.  And a step below
+:func:`_velocity_floor`, once a step ten times it was accepted, ends the run as a
+step-size collapse: q̇ is not resolved there, and a step-size controller that gets
+there is crossing a singularity whose q̇ changes by O(1) within a step while q's
+estimate falls below q's round-off.  A step whose Newton
 iteration fails after the restart is rejected and h cut by 4 (§3); below h_min the
 run ends with ``NEWTON_FAILED`` (or ``STEP_SIZE_COLLAPSE`` after error-test failures,
 ``NONFINITE`` after a NaN).  The iteration matrix is kept while h stays within
@@ -215,7 +229,8 @@ C_XALPHA_F = 18  # α_f of the states' rate average b (HHT: −α; generalized-�
 C_XERRCOEF = 19  # C_X of the states' local error δ_X = C_X h³ X⃛ (:func:`state_error_coefficient`)
 C_GENERALIZED = 20  # 1: generalized-α (:mod:`mbdgen.runtime.genalpha`), 0: HHT-α
 C_FIXED_DEGREE = 21  # 1: error control keeps C_DEGREE (0: the best degree up to it)
-CTRL_SIZE = 22
+C_SPAN = 22  # T > 0: the error test per unit step, e T/h (0: per step, Eqs. 35b, 47c)
+CTRL_SIZE = 23
 
 # Layout of the int64 ``state`` array shared between chunks.
 S_STEP = 0  # steps accepted since t0
@@ -235,7 +250,8 @@ S_CUTS = 13  # steps whose Newton iteration failed, retried with h/4
 S_LASTFAIL = 14  # why the last attempt failed: a ``_FAIL_*`` code (0: it did not)
 S_BADSTATE = 15  # SINGULAR_STATES: the state at whose column d_Ẋ(t0) is singular
 S_DEGREE = 16  # error control: 1 + the predictor degree of the next step (0: C_DEGREE)
-STATE_SIZE = 17
+S_VFLOOR = 17  # per unit step: 1 once a step of 10 × :func:`_velocity_floor` was accepted
+STATE_SIZE = 18
 
 _FAIL_ERROR = 1  # the error test
 _FAIL_NEWTON = 2  # Newton's iteration did not converge
@@ -258,6 +274,7 @@ F_SIZE = 9
 
 #: Round-off floor of the Newton corrections, in units of eps max(1, ‖q‖∞)/(βh²).
 _NOISE = 10.0 * np.finfo(np.float64).eps
+_EPS = np.finfo(np.float64).eps
 
 #: Rows of the prediction history: a cubic needs four points (§3.5: degree ≤ 3).
 HISTORY = 4
@@ -295,13 +312,15 @@ def control(
     stop: float = 1e-3,
     attempts: int = 4096,
     fixed_degree: bool = False,
+    span: float = 0.0,
 ) -> np.ndarray:
     """The ``ctrl`` vector; β, γ default to :func:`coefficients` of α.  With ``rtol``
     (and ``atol``, default ``rtol``) the step size is error-controlled: Negrut et al.
     2007's ε with the weights max(atol, rtol Y_i) — ``rtol = atol = ε`` are the paper's
     ε Y_i, Y_i = max(1, max_j |q_i,j|) (Eq. 34); ``stop`` is c of Eq. 45.  With error
     control the predictor's degree is the one up to ``degree`` that best predicted the
-    last step, unless ``fixed_degree``."""
+    last step, unless ``fixed_degree``.  ``span`` > 0 (t_end − t0): the error per unit
+    step over it (module docstring)."""
     b, g = coefficients(alpha)
     ctrl = np.zeros(CTRL_SIZE)
     ctrl[C_ALPHA] = alpha
@@ -324,6 +343,7 @@ def control(
         ctrl[C_ATOL] = rtol if atol is None else atol
         ctrl[C_STOP] = stop
         ctrl[C_ATTEMPTS] = attempts
+        ctrl[C_SPAN] = span
     return ctrl
 
 
@@ -1193,6 +1213,22 @@ def _state_accept(n, NM, nd, head, X, Xd, xb, x1, xd1, xb1, hist, y_max):
 
 
 @njit(cache=True)
+def _velocity_floor(n, beta, gamma_nm, q, qd, rtol, atol):
+    """The step below which q̇ is not resolved to the tolerance: a change of q̈ by one
+    ulp of q over βh² (Eq. 2a) moves q̇ = … + γh q̈ by γ/β eps max(1, ‖q‖∞)/h; this
+    is the h at which that reaches q̇'s weight max(atol, rtol max(1, ‖q̇‖∞)) (Eq. 34's
+    form).  A step-size controller that goes below it is crossing a singularity — a q̇
+    that changes by O(1) within a step whatever its size, while q's local error (Eq.
+    25) falls below q's own round-off — or asks for more than double precision gives."""
+    sx = 1.0
+    sv = 1.0
+    for i in range(n):
+        sx = max(sx, abs(q[i]))
+        sv = max(sv, abs(qd[i]))
+    return gamma_nm * _EPS * sx / (beta * max(atol, rtol * sv))
+
+
+@njit(cache=True)
 def _state_correction(NM, n, nd, adaptive, b, xd1, x1, weight, gx, kx, stop, tol, floor_add):
     """Ẋ_{n+1} += ΔẊ and the norm of ΔẊ: at a fixed step against ``tol`` max(1, ‖Ẋ‖∞);
     with error control Eq. 46, ‖ΔẊ‖_X/√n_d against c ε/|∂δ_X/∂Ẋ|.  Not below the
@@ -1263,10 +1299,10 @@ def _predict(n, m, nd, degree, hist, hist_t, head, count, t1, w, qdd1, lam1, xd1
 # (cold cache, 2 cores); a call per accepted step costs nanoseconds.
 @njit(cache=True, error_model="numpy")
 def _best_degree(
-    n, m, nd, degree, hist, hist_t, head, count, t1, qdd1, lam1, xd1, weight, cq, cl, cx
+    n, m, nd, lowest, degree, hist, hist_t, head, count, t1, qdd1, lam1, xd1, weight, cq, cl, cx
 ):  # fmt: skip
-    """The degree ≤ ``degree`` (≤ 3) whose extrapolation (:func:`_predict`) would have
-    come closest to the converged q̈_{n+1}, λ_{n+1}, Ẋ_{n+1} at ``t1``, its error
+    """The degree in [``lowest``, ``degree``] (≤ 3) whose extrapolation (:func:`_predict`)
+    would have come closest to the converged q̈_{n+1}, λ_{n+1}, Ẋ_{n+1} at ``t1``, its error
     measured in the units of the Newton test: q̈_i over ``cq`` w_i (Eq. 45), λ over
     ``cl``, Ẋ_i over ``cx`` w_{n+i} (Eq. 46); the largest of them, the smallest degree
     on a tie."""
@@ -1276,7 +1312,7 @@ def _best_degree(
     r3 = head - 3 if head >= 3 else head - 3 + K
     best = 0
     best_err = math.inf
-    for d in range(min(degree, count - 1) + 1):
+    for d in range(min(lowest, count - 1), min(degree, count - 1) + 1):
         w0 = w1 = w2 = w3 = 0.0  # the Lagrange weights of rows head, head − 1, …
         for j in range(d + 1):
             v = _lagrange_weight(d, j, t1, hist_t, head)
@@ -1493,6 +1529,13 @@ def index3_chunk(
     atol = ctrl[C_ATOL]
     errcoef = max(abs(ctrl[C_ERRCOEF]), 1e-300)
     stop = ctrl[C_STOP]
+    span = ctrl[C_SPAN]  # error per unit step over this span (0: per step)
+    expo = 0.5 if span > 0.0 else 1.0 / 3.0  # of the controller: e ∝ h² or h³
+    stop_h = stop  # c of Eq. 45 for this attempt: c h/T per unit step
+    # per unit step the Newton iteration stops at q̈'s round-off floor with h/T as
+    # small a tolerance: a constant predictor's lag h q⃛ would be left there, every step
+    # in the same direction, as a drift of q̇ (γh times it a step)
+    lowest = 1 if span > 0.0 else 0
     # λ's relative tolerance: with error control c ε (Eq. 45's fraction of the error
     # asked for), never tighter than ``newton_tol``
     tol_l = max(tol, stop * rtol) if adaptive else tol
@@ -1558,6 +1601,10 @@ def index3_chunk(
                     hs = min(fstate[F_H], fstate[F_HMAX])
                     if hs < h_floor(fstate[F_HMIN], tn):
                         return _FAILURES[state[S_LASTFAIL]]
+                    if state[S_VFLOOR] != 0 and hs < _velocity_floor(
+                        n, beta, gamma_nm, q, qd, rtol, atol
+                    ):
+                        return _FAILURES[state[S_LASTFAIL]]
                     t1 = tn + hs
                     if t1 >= fstate[F_TEND]:  # land on the end
                         t1 = fstate[F_TEND]
@@ -1568,6 +1615,8 @@ def index3_chunk(
                     bh2 = beta * hs * hs * scale
                     gh = gamma_nm * hs * scale
                     gx = rho_x * hs * scale_x
+                    if span > 0.0:
+                        stop_h = stop * (hs / span)
                     for i in range(n):
                         weight[i] = max(atol, rtol * y_max[i])  # ε Y_i (Eq. 34)
                     if fstate[F_HA] > 0.0 and hs != fstate[F_HA]:
@@ -1655,26 +1704,41 @@ def index3_chunk(
                     prev = state[S_HEAD] - 1 if state[S_HEAD] > 0 else K - 1
                     w = root * hs / (hist_t[state[S_HEAD]] - hist_t[prev])
                 acc = 0.0
+                unit = 1.0
+                nu = 0.0
+                if span > 0.0:
+                    # per unit step: δ_i ≤ w_i h/T, but not below the δ that q̈'s
+                    # round-off floor makes (2 C h² times the Newton test's floor)
+                    unit = hs / span
+                    sx = 1.0
+                    for i in range(n):
+                        sx = max(sx, abs(q1[i]))
+                    nu = 2.0 * errcoef * hs * hs * _NOISE * sx / bh2
                 for i in range(n):
                     xi = qdd1[i] - qdd[i]
                     if root != 0.0:
                         xi = (xi - w * (qdd[i] - hist[prev, i])) / (1.0 - root)
-                    r = errcoef * hs * hs * xi / weight[i]
+                    if span > 0.0:
+                        r = errcoef * hs * hs * xi / max(weight[i] * unit, nu)
+                    else:
+                        r = errcoef * hs * hs * xi / weight[i]
                     acc += r * r
                 err = math.sqrt(acc / max(n, 1))
                 if nd > 0:
                     # the states' error (Eqs. 33-34); the step is the smaller of Eqs.
                     # 37b and 38b, both of exponent 1/3 here
                     hp = fstate[F_T] - fstate[F_TPREV]
-                    err = max(
-                        err,
-                        _state_error(n, nd, ox, hs, hp, errcoef_x, xd1, Xd, x_prev, weight),
-                    )
+                    # per step also when q's error is per unit step: the estimate of X⃛,
+                    # Ẋ's second divided difference, has a round-off floor that grows as
+                    # h shrinks, and per unit step it collapsed the step (lag pendulum at
+                    # ε = 1e-9, design notes)
+                    ex = _state_error(n, nd, ox, hs, hp, errcoef_x, xd1, Xd, x_prev, weight)
+                    err = max(err, ex)
                 fstate[F_ERR] = err
                 if not err <= 1.0:  # Eqs. 35b, 36b, 47c, 48c
                     state[S_REJECTS] += 1
                     state[S_LASTFAIL] = _FAIL_ERROR
-                    fstate[F_H] = hs * stepsize.retry_ratio(err, 1.0 / 3.0, stepsize.INDEX3)
+                    fstate[F_H] = hs * stepsize.retry_ratio(err, expo, stepsize.INDEX3)
                     phase = _PH_NEXT
                     continue
             if converged:
@@ -1706,8 +1770,8 @@ def index3_chunk(
                     for i in range(m):
                         sl = max(sl, abs(lam1[i]))
                     state[S_DEGREE] = 1 + _best_degree(
-                        n, m, nd, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1,
-                        qdd1, lam1, xd1, weight, stop / (errcoef * hs * hs), tol_l * sl,
+                        n, m, nd, lowest, degree, hist, hist_t, state[S_HEAD], state[S_NHIST], t1,
+                        qdd1, lam1, xd1, weight, stop_h / (errcoef * hs * hs), tol_l * sl,
                         stop / kx,
                     )  # fmt: skip
                 head = state[S_HEAD] + 1 if state[S_HEAD] + 1 < K else 0
@@ -1729,7 +1793,7 @@ def index3_chunk(
                 state[S_STEP] += 1
                 if adaptive:
                     # the next step (Eqs. 37b, 47d); no growth right after a failure
-                    grow = stepsize.ratio(fstate[F_ERR], 1.0 / 3.0, stepsize.INDEX3)
+                    grow = stepsize.ratio(fstate[F_ERR], expo, stepsize.INDEX3)
                     if state[S_LASTFAIL] != 0:
                         grow = min(grow, 1.0)
                     state[S_LASTFAIL] = 0
@@ -1738,6 +1802,11 @@ def index3_chunk(
                     fstate[F_H] = min(hs * grow, fstate[F_HMAX])
                     for i in range(n):
                         y_max[i] = max(y_max[i], abs(q[i]))
+                    if span > 0.0 and state[S_VFLOOR] == 0:
+                        # armed once a step was ten times longer: a start that needs
+                        # shorter ones has not fallen there
+                        if hs >= 10.0 * _velocity_floor(n, beta, gamma_nm, q, qd, rtol, atol):
+                            state[S_VFLOOR] = 1
                 else:
                     done += 1
                     if state[S_STEP] % stride == 0:
@@ -1879,7 +1948,7 @@ def index3_chunk(
             qdd1[i] += b[i]
             if adaptive:
                 # Eq. 45: ‖Δq̈‖_q/√p against c ε/(|C| h²) (weights ε Y_i)
-                r = b[i] / max(stop * weight[i] / (errcoef * hs * hs), floor)
+                r = b[i] / max(stop_h * weight[i] / (errcoef * hs * hs), floor)
                 dq += r * r
             else:
                 dq = max(dq, abs(b[i]))
