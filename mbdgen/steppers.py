@@ -285,9 +285,15 @@ def _entry_point(run: Run, name: str) -> Any:
         if entry is not None:
             return entry
     own = getattr(run.module, name)
-    if not shared.available(run.module, name) or specialize.policy() == "now":
+    policy = specialize.policy()
+    if not shared.available(run.module, name) or policy == "now":
         return own
-    return specialize.Specializing(own, lambda: shared.entry(run.module, name), run.module, name)
+    module = run.module
+    chosen = module.__dict__.setdefault("_mbdgen_entry_points", {})
+    key = (name, policy)  # "shared" never switches to the own code
+    if key not in chosen:
+        chosen[key] = specialize.Specializing(own, lambda: shared.entry(module, name), module, name)
+    return chosen[key]
 
 
 def evaluation_kernel(module: ModuleType, family: str, constraints: str) -> str:

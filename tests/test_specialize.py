@@ -71,6 +71,28 @@ def test_the_first_run_does_not_wait_for_its_own_entry_point(new_model):
     np.testing.assert_array_equal(first.energy, second.energy)
 
 
+def test_the_next_runs_resolve_no_argument_types(new_model, monkeypatch):
+    """One Specializing per module and entry point keeps its choice for the argument
+    types it has seen (their Numba fingerprint): the runs after the first call no
+    ``typeof`` (which cost about 200 µs a run of the slider-crank, most of a short
+    run's overhead), and give the same bits."""
+    first = mbdgen.simulate(new_model, method="abm", **RUN)
+    calls = []
+    dispatcher = type(new_model.abm_chunk)
+    real = dispatcher.typeof_pyval
+
+    def counted(self, value):
+        calls.append(value)
+        return real(self, value)
+
+    monkeypatch.setattr(dispatcher, "typeof_pyval", counted)
+    again = [mbdgen.simulate(new_model, method="abm", **RUN) for _ in range(3)]
+    assert not calls
+    for run in again:
+        _same(first, run)
+    specialize.wait_started(300)
+
+
 def test_the_shared_policy_never_compiles_the_own_entry_point(new_model, monkeypatch):
     """Under "shared" a new model steps through the shared routines (entry point and
     energy rows) and starts no background compile; once its own code is compiled (here
