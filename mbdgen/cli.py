@@ -502,6 +502,12 @@ def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, f
     help="hht_adaptive, genalpha_adaptive, radau5: keep the interpolated output rows "
     "(default: projected onto Φ = 0 and Φ_q q̇ + Φ_t = 0).",
 )
+@click.option(
+    "--error-per-step",
+    is_flag=True,
+    help="hht_adaptive, genalpha_adaptive: hold each step's error to rtol (Negrut et al. "
+    "2007) instead of rtol per unit step: fewer steps, a final error 10-10⁴ × rtol.",
+)
 @click.option("-p", "--param", "params", multiple=True, help="Override a parameter: NAME=VALUE.")
 @click.option(
     "--x0",
@@ -572,6 +578,7 @@ def simulate(
     h_min: float | None,
     h_max: float | None,
     raw_outputs: bool,
+    error_per_step: bool,
     params: tuple[str, ...],
     x0: tuple[str, ...],
     q0: tuple[str, ...],
@@ -600,6 +607,10 @@ def simulate(
     check_tolerances(get_method(method), rtol, atol)
     if hold and not assemble:
         raise MbdgenError("--hold keeps coordinates during assembly: add --assemble")
+    if error_per_step and method not in ("hht_adaptive", "genalpha_adaptive"):
+        raise MbdgenError(
+            f"--error-per-step applies to hht_adaptive and genalpha_adaptive, not {method}"
+        )
     # a destination that cannot be written must fail now, not after the run
     if output:
         check_destination(output)
@@ -679,6 +690,7 @@ def simulate(
                 options={
                     **{k: v for k, v in (("h_min", h_min), ("h_max", h_max)) if v is not None},
                     **({"project_outputs": False} if raw_outputs else {}),
+                    **({"error_per_unit_step": False} if error_per_step else {}),
                 },
                 assemble=list(hold) if assemble else False,
                 params=_parse_params(params),
@@ -726,7 +738,7 @@ def simulate(
     if get_method(method).error_controlled:
         from mbdgen.accuracy import note
 
-        measured = note(method, rtol)
+        measured = note(method, rtol, per_step=error_per_step)
         if measured is not None:
             click.echo(f"note: {measured}", err=True)
     if result.info.get("removed_constraints"):

@@ -139,6 +139,8 @@ def settings_text(info: dict[str, Any]) -> str:
     h = info.get("h")
     if spec is not None and spec.error_controlled and info.get("rtol") is not None:
         text += f", rtol={info['rtol']:g}, atol={info.get('atol', info['rtol']):g}"
+        if info.get("error_per_unit_step") is False:
+            text += ", error per step"
         if h is not None:
             text += f", output every {h:g}"
     elif h is not None:

@@ -1014,6 +1014,9 @@ class _PerUnitStep:
             ctrl[hht.C_SPAN] = self.run.t_end - self.run.t0
         return ctrl
 
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "error_per_unit_step": self.run.options["error_per_unit_step"]}  # type: ignore[misc]
+
 
 class HHTAdaptive(_PerUnitStep, ErrorControlled, HHT):
     """HHT-α with error control (Negrut et al. 2007, §3; :class:`ErrorControlled`).

@@ -25,7 +25,9 @@ def test_every_error_controlled_method_is_measured():
     controlled = {name for name, m in METHODS.items() if m.error_controlled}
     assert set(accuracy.MEASURED) == controlled
     assert set(_script().METHODS) == controlled
-    for decades, least, largest in accuracy.MEASURED.values():
+    assert set(accuracy.MEASURED_PER_STEP) == set(_script().PER_STEP_METHODS)
+    tables = (accuracy.MEASURED, accuracy.MEASURED_PER_STEP)
+    for decades, least, largest in (row for table in tables for row in table.values()):
         assert sorted(decades) == list(range(3, 10))
         assert least <= largest
         assert all(lo <= hi for lo, hi in decades.values())
@@ -44,6 +46,11 @@ def test_the_note_is_said_where_the_promise_breaks_and_only_there():
     assert accuracy.note("radau5", 1e-9).startswith("radau5 at rtol = 1e-9")  # below 0.01
     assert accuracy.note("hht_adaptive", 1e-12) is None  # not measured there
     assert accuracy.note("hht", 1e-6) is None
+    # the paper's error per step: 10-10⁴ × rtol, slopes about 2/3
+    said = accuracy.note("hht_adaptive", 1e-6, per_step=True)
+    assert said.startswith("hht_adaptive with the error per step at rtol = 1e-6: final error")
+    assert "9.4-1.1e+03" in said and "0.54-0.72" in said and "per unit step" in said
+    assert accuracy.note("radau5", 1e-9, per_step=True) == accuracy.note("radau5", 1e-9)
 
 
 @pytest.mark.parametrize("tol", [1e-4, 1e-7])
@@ -59,6 +66,36 @@ def test_todays_errors_on_the_pendulum_lie_in_the_recorded_ranges(tol):
         low, high = accuracy.measured(row["method"], tol)
         ratio = row["error"] / tol
         assert low / 2 <= ratio <= 2 * high, (row["method"], ratio, low, high)
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-7])
+def test_todays_errors_per_step_on_the_pendulum_lie_in_the_recorded_ranges(tol):
+    """The same for the table of the error per step (``error_per_unit_step=False``)."""
+    script = _script()
+    problem = {"pendulum": script.PROBLEMS["pendulum"]}
+    rows = script.measure(
+        problems=problem, methods=script.PER_STEP_METHODS, tolerances=(tol,), per_step=True
+    )
+    for row in rows:
+        assert row["outcome"] == "ok", row
+        low, high = accuracy.measured(row["method"], tol, per_step=True)
+        ratio = row["error"] / tol
+        assert low / 2 <= ratio <= 2 * high, (row["method"], ratio, low, high)
+
+
+def test_the_cli_holds_the_error_per_step_where_asked():
+    """``--error-per-step``: the paper's test, said in the summary and in the note;
+    refused in one line by a method that has no such choice."""
+    pendulum = ROOT / "models" / "pendulum.py"
+    code, out = cli("simulate", pendulum, "--method", "genalpha_adaptive", "--error-per-step",
+                    "--rtol", "1e-4", "--t-end", "0.1", "--h", "0.05", "--no-progress")  # fmt: skip
+    assert code == 0, out
+    assert "rtol=0.0001, atol=1e-06, error per step" in out
+    assert "note: genalpha_adaptive with the error per step at rtol = 1e-4" in out
+    code, out = cli("simulate", pendulum, "--method", "radau5", "--error-per-step",
+                    "--no-progress")  # fmt: skip
+    assert code == 1
+    assert "--error-per-step applies to hht_adaptive and genalpha_adaptive, not radau5" in out
 
 
 def test_the_cli_says_it_after_the_runs_summary():
