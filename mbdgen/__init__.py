@@ -2,8 +2,9 @@
 
 ``mbdgen.compile(path)`` turns a SymPy model file into a module of Numba kernels;
 ``mbdgen.simulate(module, method=..., h=..., t_end=...)`` integrates it and returns a
-:class:`~mbdgen.results.Result`; ``mbdgen.load(path)`` reads a saved result;
-``mbdgen.animate(result, "motion.gif")`` draws it.
+:class:`~mbdgen.results.Result`; ``mbdgen.prepare(module, method=..., ...)`` decides a
+run once for many parameter sets or initial states; ``mbdgen.load(path)`` reads a saved
+result; ``mbdgen.animate(result, "motion.gif")`` draws it.
 ``mbdgen.sweep(module, params, ...)`` runs one model over many parameter sets and
 ``mbdgen.load_sweep(path)`` reads a sweep back.
 
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "compile": ("mbdgen.compiler", "compile"),
     "simulate": ("mbdgen.simulation", "simulate"),
+    "prepare": ("mbdgen.simulation", "prepare"),
     "load": ("mbdgen.results", "load"),
     "animate": ("mbdgen.animation", "animate"),
     "Result": ("mbdgen.results", "Result"),

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -2337,6 +2338,78 @@ def _exudyn_column(
         "max_abs_diff_final_theta": float(diff.max()),
         "median_abs_diff_final_theta": float(np.median(diff)),
     }
+
+
+#: The per-call cost beyond the loop that a prepared run is to reach (issue goal).
+GOAL_PREPARED_US = 20.0
+PREPARED_METHODS = ("abm", "hht", "dop853")
+
+
+def prepared_bench(calls: int = 200, rounds: int = 3, steps: int = 10) -> list[dict[str, Any]]:
+    """What a call costs beyond its integration loop (the call's time less the
+    loop's ``wall_time_s``), for :func:`mbdgen.simulate` and for a run made once by
+    :func:`mbdgen.prepare` and called again: the slider-crank, ``steps`` steps per
+    call, median of ``calls`` calls per round, best of ``rounds`` interleaved rounds
+    (wall time and process CPU time)."""
+    import mbdgen
+    from mbdgen.analysis.assembly import assemble
+
+    module = mbdgen_module()
+    q0 = assemble(module, hold=["theta"]).q
+    rows = []
+    for method in PREPARED_METHODS:
+        options = {"h": H, "t_end": steps * H}
+        run = mbdgen.prepare(module, method, **options)
+        ways = {
+            "simulate": partial(mbdgen.simulate, module, method, q0=q0, **options),
+            "prepared": partial(run, q0=q0),
+        }
+        for way in ways.values():  # entry points chosen, kernels loaded
+            for _ in range(10):
+                way()
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(rounds):
+            for name, way in ways.items():
+                beyond, cpu = [], []
+                for _ in range(calls):
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    result = way()
+                    w, c = time.perf_counter() - w0, time.process_time() - c0
+                    loop = float(result.counters["wall_time_s"])
+                    beyond.append(w - loop)
+                    cpu.append(c)
+                numbers = {"beyond_us": 1e6 * float(np.median(beyond)),
+                           "cpu_us": 1e6 * float(np.median(cpu))}  # fmt: skip
+                old = best.get(name)
+                if old is None or numbers["beyond_us"] < old["beyond_us"]:
+                    best[name] = numbers
+        rows.append({"method": method, "steps": steps, **{
+            f"{name}_{key}": value for name, numbers in best.items()
+            for key, value in numbers.items()
+        }})  # fmt: skip
+    return rows
+
+
+def prepared_report(rows: list[dict[str, Any]]) -> str:
+    """The prepared-run numbers as text."""
+    lines = [
+        f"many short runs: the slider-crank, {rows[0]['steps']} steps a call; the time of "
+        "a call beyond its loop (median; process CPU of the whole call in brackets)",
+        "  method    simulate()          prepared run        prepared / simulate",
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r['method']:<8}  {r['simulate_beyond_us']:6.0f} µs ({r['simulate_cpu_us']:4.0f})"
+            f"      {r['prepared_beyond_us']:6.0f} µs ({r['prepared_cpu_us']:4.0f})"
+            f"      {r['prepared_beyond_us'] / r['simulate_beyond_us']:.2f}"
+        )
+    worst = max(r["prepared_beyond_us"] for r in rows)
+    lines.append(
+        f"goal  prepared run beyond its loop <= {GOAL_PREPARED_US:g} µs: {worst:.0f} µs  "
+        f"{_goal(worst <= GOAL_PREPARED_US)} (the checks at t0 and at the end, the Result "
+        "and its energy check stay per call: docs/design-notes.md, Prepared runs)"
+    )
+    return "\n".join(lines)
 
 
 def sweep_report(s: dict[str, Any]) -> str:

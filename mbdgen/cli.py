@@ -1441,7 +1441,7 @@ def warmup_cmd(jobs: int | None, methods_: str | None, force: bool, list_: bool)
     type=int,
     default=None,
     help="Only the sweep bench, with this many runs (1000: the issue's): serial loop vs "
-    "threads vs a Dask LocalCluster.",
+    "threads vs a Dask LocalCluster; then a prepared run's per-call cost against simulate().",
 )
 @click.option(
     "--chain",
@@ -1511,10 +1511,12 @@ def bench(
         return
 
     if sweep_runs is not None:
-        from mbdgen.bench import sweep_bench, sweep_report
+        from mbdgen.bench import prepared_bench, prepared_report, sweep_bench, sweep_report
 
         numbers = sweep_bench(sweep_runs)
         click.echo(sweep_report(numbers))
+        numbers["prepared"] = prepared_bench()
+        click.echo(prepared_report(numbers["prepared"]))
         if output:
             _write_json(output, numbers)
             click.echo(f"wrote {output}")

@@ -889,6 +889,156 @@ def simulate(
         arguments = {k: v for k, v in locals().items() if k != "error_estimate"}
         return _with_error_estimate(arguments)
     mark = interrupts.count()  # signals from here on stop this run (_drive)
+    plan = _plan(
+        model, method, order, h, t_end, t0=t0, alpha=alpha, beta=beta,
+        output_every=output_every, start=start, constraints=constraints, rtol=rtol,
+        atol=atol, assemble=assemble, newton_tol=newton_tol, pivot_ratio=pivot_ratio,
+        hht_alpha=hht_alpha, rho_inf=rho_inf, options=options, phi_tol=phi_tol,
+        energy_tol=energy_tol, strict=strict, stream_to=stream_to,
+    )  # fmt: skip
+    return _execute(plan, params, q0, qd0, x0, progress, mark)
+
+
+def prepare(
+    model: ModuleType | str | Path,
+    method: str = "abm",
+    order: int | None = None,
+    h: float = 1e-3,
+    t_end: float = 10.0,
+    *,
+    t0: float = 0.0,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    output_every: int = 1,
+    start: str = "rkf45",
+    constraints: str | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+    assemble: bool | Sequence[str] = False,
+    newton_tol: float = 1e-10,
+    pivot_ratio: float = 0.1,
+    hht_alpha: float | None = None,
+    rho_inf: float | None = None,
+    options: Mapping[str, Any] | None = None,
+    phi_tol: float = PHI_TOL,
+    energy_tol: float = ENERGY_TOL,
+    strict: bool = False,
+    stream_to: str | Path | None = None,
+) -> PreparedRun:
+    """A run of :func:`simulate` with everything but the parameters and the initial
+    state decided once: ``run = prepare(model, "hht", h=1e-3, t_end=2)``, then
+    ``run(params={"k": 2.0})`` for each case of a study.
+
+    The options are those of :func:`simulate` (checked here, so a wrong one fails
+    before the first case); each call gives the same :class:`Result`, bit for bit, as
+    ``simulate`` with the same arguments would, and raises what it would.  What is
+    saved per call is the checking of the options, the resolving of the model, its
+    kernels' queue and the output-size check (docs/design-notes.md, "Prepared runs").
+    """
+    plan = _plan(
+        model, method, order, h, t_end, t0=t0, alpha=alpha, beta=beta,
+        output_every=output_every, start=start, constraints=constraints, rtol=rtol,
+        atol=atol, assemble=assemble, newton_tol=newton_tol, pivot_ratio=pivot_ratio,
+        hht_alpha=hht_alpha, rho_inf=rho_inf, options=options, phi_tol=phi_tol,
+        energy_tol=energy_tol, strict=strict, stream_to=stream_to,
+    )  # fmt: skip
+    return PreparedRun(plan)
+
+
+class PreparedRun:
+    """A run planned by :func:`prepare`; call it with the parameters and the initial
+    state of one case (each by name or in the model's order, as for :func:`simulate`)."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self._plan = plan
+
+    @property
+    def module(self) -> ModuleType:
+        """The generated module the runs integrate."""
+        return self._plan.module
+
+    @property
+    def method(self) -> str:
+        """The method's name."""
+        return self._plan.spec.name
+
+    def __repr__(self) -> str:
+        plan = self._plan
+        return (
+            f"<PreparedRun {plan.module.MODEL_NAME} {plan.spec.name} h={plan.h:g} "
+            f"t={plan.t0:g}..{plan.t_end:g}>"
+        )
+
+    def __call__(
+        self,
+        params: Mapping[str, float] | None = None,
+        q0: Sequence[float] | Mapping[str, float] | None = None,
+        qd0: Sequence[float] | Mapping[str, float] | None = None,
+        x0: Sequence[float] | Mapping[str, float] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Result:
+        """One run from these parameters and initial state (the model's where None)."""
+        mark = interrupts.count()  # signals from here on stop this run (_drive)
+        return _execute(self._plan, params, q0, qd0, x0, progress, mark)
+
+
+@dataclass
+class _Plan:
+    """A run's settings, checked: what :func:`simulate` decides before it looks at
+    the parameters and the initial state (and :func:`prepare` keeps between runs)."""
+
+    module: ModuleType
+    spec: Method
+    order: int
+    h: float
+    t0: float
+    t_end: float
+    n_steps: int
+    output_every: int
+    start: str
+    constraints: str
+    alpha: float
+    beta: float
+    rtol: float
+    atol: float
+    assemble: bool | Sequence[str]
+    newton_tol: float
+    pivot_ratio: float
+    family_options: dict[str, Any]
+    phi_tol: float
+    energy_tol: float
+    strict: bool
+    stream_to: str | Path | None
+    kernel: str = ""  # the evaluation kernel, once :func:`_ready` has run
+
+
+def _plan(
+    model: ModuleType | str | Path,
+    method: str,
+    order: int | None,
+    h: float,
+    t_end: float,
+    *,
+    t0: float,
+    alpha: float,
+    beta: float,
+    output_every: int,
+    start: str,
+    constraints: str | None,
+    rtol: float,
+    atol: float,
+    assemble: bool | Sequence[str],
+    newton_tol: float,
+    pivot_ratio: float,
+    hht_alpha: float | None,
+    rho_inf: float | None,
+    options: Mapping[str, Any] | None,
+    phi_tol: float,
+    energy_tol: float,
+    strict: bool,
+    stream_to: str | Path | None,
+) -> _Plan:
+    """The options of :func:`simulate` checked, and the model resolved."""
     spec = get_method(method)
     if order is None:
         order = spec.default_order
@@ -950,15 +1100,20 @@ def simulate(
     if output_every < 1:
         raise MbdgenError("output_every must be at least 1")
 
-    module = resolve_model(model)
-    # the names first: a misspelled one must not wait for kernels to be specialized
-    p = parameter_vector(module, params, x0)
-    x = np.concatenate(
-        [
-            coordinate_vector(module, q0, module.Q0, "q0"),
-            coordinate_vector(module, qd0, module.QD0, "qd0"),
-        ]
-    )
+    return _Plan(
+        module=resolve_model(model), spec=spec, order=order, h=h, t0=t0,
+        t_end=float(t_end), n_steps=n_steps, output_every=output_every, start=start,
+        constraints=constraints, alpha=alpha, beta=beta, rtol=rtol, atol=atol,
+        assemble=assemble, newton_tol=newton_tol, pivot_ratio=pivot_ratio,
+        family_options=family_options, phi_tol=phi_tol, energy_tol=energy_tol,
+        strict=strict, stream_to=stream_to,
+    )  # fmt: skip
+
+
+def _ready(plan: _Plan) -> None:
+    """What a plan needs once the names are known good: the method takes the model's
+    states, the kernels are queued (policy "background"), the output fits."""
+    module, spec, constraints = plan.module, plan.spec, plan.constraints
     check_states_supported(module, spec)
     kernel = evaluation_kernel(module, spec.family, constraints)
     if shared.enabled():  # a new model's kernels on two cores (policy "background")
@@ -968,14 +1123,46 @@ def simulate(
         signatures = {k: shared.kernel_signature(k) for k in queue}
         if specialize.start_kernels(module, queue, signatures):
             specialize.compile_claimed(module, kernel, shared.kernel_signature(kernel))
+    if plan.stream_to is None:
+        _check_output_size(module, plan.h, plan.t_end, plan.output_every, plan.t0)
+    plan.kernel = kernel
+
+
+def _execute(
+    plan: _Plan,
+    params: Mapping[str, float] | None,
+    q0: Sequence[float] | Mapping[str, float] | None,
+    qd0: Sequence[float] | Mapping[str, float] | None,
+    x0: Sequence[float] | Mapping[str, float] | None,
+    progress: ProgressCallback | None,
+    mark: int,
+) -> Result:
+    """One run of ``plan`` from these parameters and initial state (:func:`simulate`)."""
+    module, spec, order, h, t0 = plan.module, plan.spec, plan.order, plan.h, plan.t0
+    t_end, n_steps, output_every = plan.t_end, plan.n_steps, plan.output_every
+    start, constraints, alpha, beta = plan.start, plan.constraints, plan.alpha, plan.beta
+    rtol, atol, assemble, newton_tol = plan.rtol, plan.atol, plan.assemble, plan.newton_tol
+    pivot_ratio, family_options = plan.pivot_ratio, plan.family_options
+    phi_tol, energy_tol, strict, stream_to = (
+        plan.phi_tol, plan.energy_tol, plan.strict, plan.stream_to,
+    )  # fmt: skip
+    # the names first: a misspelled one must not wait for kernels to be specialized
+    p = parameter_vector(module, params, x0)
+    x = np.concatenate(
+        [
+            coordinate_vector(module, q0, module.Q0, "q0"),
+            coordinate_vector(module, qd0, module.QD0, "qd0"),
+        ]
+    )
+    if not plan.kernel:
+        _ready(plan)
+    kernel = plan.kernel
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     # numbers per output row at most: t, x and f (2n each), the GCP aux record
     # (m + 2 + 3n + 3), energy and power (3)
     store = None
-    if stream_to is None:
-        _check_output_size(module, h, float(t_end), output_every, t0)
-    else:
-        store = _row_store(Path(stream_to), output_bytes(module, h, float(t_end), output_every, t0))
+    if stream_to is not None:
+        store = _row_store(Path(stream_to), output_bytes(module, h, t_end, output_every, t0))
     n_params = len(module.PARAMETER_NAMES)  # p = [parameters; user states X0]
     if assemble is not False:
         from mbdgen.analysis.assembly import assemble as assemble_state
@@ -1005,7 +1192,7 @@ def simulate(
             raise MbdgenError(warned[-1])
         # said now, before the first step: a long run would keep it to its end, and
         # one that fails would not say it at all (it stays in info["warnings"])
-        warnings.warn(warned[-1], ConstraintWarning, stacklevel=2)
+        warnings.warn(warned[-1], ConstraintWarning, stacklevel=3)
         said = len(warned)
         start_note = (
             f"q0 violates the constraints: ‖Φ(q0)‖ = {phi0_norm:.3g} > phi_tol = {phi_tol:g} "
@@ -1174,7 +1361,7 @@ def simulate(
     if reason:
         raise SimulationError(message, result, reason)
     for text in warned[said:]:
-        warnings.warn(text, ConstraintWarning, stacklevel=2)
+        warnings.warn(text, ConstraintWarning, stacklevel=3)
     if strict and warned:
         raise SimulationError("; ".join(warned), result, "check")
     return result

@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from mbdgen.results import Result
+    from mbdgen.simulation import PreparedRun
 
 MANIFEST = "sweep.json"
 PLAN = "plan.parquet"
@@ -384,14 +385,16 @@ def run_one(
     row: Mapping[str, float],
     task: _Task,
     stop: threading.Event | None = None,
+    prepared: PreparedRun | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """One run of a sweep: ``simulate(module, **options, params/q0/qd0/x0 of row)``.
 
     Returns its row of the table and, with trajectories, its arrays.  A failure
     (SimulationError) or a refused set (MbdgenError) is recorded, not raised; Ctrl-C,
     or ``stop`` set by another thread, raises KeyboardInterrupt between chunks.
+    ``prepared``: the batch's :func:`_prepared` run of ``task`` (the same results,
+    without checking the shared options again for each row).
     """
-    from mbdgen.simulation import simulate
 
     def check_stop(t: float, t_end: float) -> None:
         if stop is not None and stop.is_set():
@@ -400,9 +403,8 @@ def run_one(
     record: dict[str, Any] = dict(row)
     result = None
     try:
-        shared = {k: v for k, v in task.options.items() if k not in _PER_RUN}
-        result = simulate(module, **shared, **_inputs(module, row, task.options),
-                          progress=check_stop)  # fmt: skip
+        run = prepared if prepared is not None else _prepared(module, task)
+        result = run(**_inputs(module, row, task.options), progress=check_stop)
         status, message = "finished", str(result.info["message"])
     except SimulationError as exc:
         if exc.reason in ("interrupted", "terminated"):
@@ -428,6 +430,13 @@ def run_one(
     return record, arrays
 
 
+def _prepared(module: ModuleType, task: _Task) -> PreparedRun:
+    """The run every row of ``task`` makes, with the shared options checked once."""
+    from mbdgen.simulation import prepare
+
+    return prepare(module, **{k: v for k, v in task.options.items() if k not in _PER_RUN})
+
+
 def _output(name: str, fn: ResultFunction, result: Any, row: Mapping[str, float]) -> float:
     """A user's output of a finished run; its failure names the output and the run."""
     try:
@@ -451,12 +460,16 @@ def _run_batch(
     module: ModuleType, rows: list[dict[str, float]], task: _Task, stop: threading.Event | None
 ) -> _Batch:
     batch = _Batch([], {})
+    try:
+        prepared = _prepared(module, task)
+    except MbdgenError:  # refused options: each row records it (run_one)
+        prepared = None
     for row in rows:
         if stop is not None and stop.is_set():
             batch.stopped = True
             break
         try:
-            record, arrays = run_one(module, row, task, stop)
+            record, arrays = run_one(module, row, task, stop, prepared)
         except KeyboardInterrupt:
             batch.stopped = True
             if stop is not None:

@@ -196,8 +196,12 @@ def label_result(result: object, module: ModuleType) -> None:
     """Give ``result`` (a :class:`~mbdgen.results.Result`) the names, units and kinds of
     ``module``'s multipliers (its ``constraint_names``, ``constraint_units``,
     ``constraint_kinds``)."""
-    names = tuple(getattr(module, "CONSTRAINT_NAMES", ()) or ())
-    rows = multipliers(module) if len(names) == int(module.N_CONSTRAINTS) else ()
-    result.constraint_names = names  # type: ignore[attr-defined]
-    result.constraint_units = tuple(r.unit for r in rows)  # type: ignore[attr-defined]
-    result.constraint_kinds = tuple(r.kind for r in rows)  # type: ignore[attr-defined]
+    labels = getattr(module, "_mbdgen_labels", None)
+    if labels is None:  # a generated module does not change: worked out once
+        names = tuple(getattr(module, "CONSTRAINT_NAMES", ()) or ())
+        rows = multipliers(module) if len(names) == int(module.N_CONSTRAINTS) else ()
+        labels = (names, tuple(r.unit for r in rows), tuple(r.kind for r in rows))
+        module._mbdgen_labels = labels  # type: ignore[attr-defined]
+    result.constraint_names = labels[0]  # type: ignore[attr-defined]
+    result.constraint_units = labels[1]  # type: ignore[attr-defined]
+    result.constraint_kinds = labels[2]  # type: ignore[attr-defined]

@@ -252,3 +252,13 @@ def test_sweep_bench_smoke():
         assert exudyn["wall_s"] > 0 and "Exudyn / mbdgen threads" in text
     else:
         assert "Exudyn ParameterVariation: not installed" in text
+
+
+def test_prepared_bench_smoke():
+    """The prepared-run lines of `mbdgen bench --sweep` (numbers not checked here)."""
+    from mbdgen.bench import PREPARED_METHODS, prepared_bench, prepared_report
+
+    rows = prepared_bench(calls=3, rounds=1, steps=2)
+    assert [r["method"] for r in rows] == list(PREPARED_METHODS)
+    assert all(r["prepared_beyond_us"] > 0 and r["simulate_beyond_us"] > 0 for r in rows)
+    assert "prepared run beyond its loop <= 20 µs" in prepared_report(rows)
