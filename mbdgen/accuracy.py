@@ -91,7 +91,11 @@ def note(method: str, rtol: float, per_step: bool = False) -> str | None:
     if least < MIN_SLOPE:
         text += f"; its slope against rtol was {least:.2f}-{largest:.2f} (1: proportional)"
     if per_step:
-        text += "; without --error-per-step the error is held per unit step (near rtol)"
+        text += (
+            "; without --error-per-step the error is held per unit step (near rtol) and a "
+            "singular force stops the run (per step, 1/(t - 0.5) was stepped over at 1e-3 "
+            "and 1e-6)"
+        )
     elif high > PROMISE[1] and method in ("hht_adaptive", "genalpha_adaptive"):
         text += "; for an error near rtol use radau5 or dop853"
     return text + (

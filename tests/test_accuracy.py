@@ -50,6 +50,7 @@ def test_the_note_is_said_where_the_promise_breaks_and_only_there():
     said = accuracy.note("hht_adaptive", 1e-6, per_step=True)
     assert said.startswith("hht_adaptive with the error per step at rtol = 1e-6: final error")
     assert "9.4-1.1e+03" in said and "0.54-0.72" in said and "per unit step" in said
+    assert "a singular force stops the run" in said  # tests/test_faults.py, the kick
     assert accuracy.note("radau5", 1e-9, per_step=True) == accuracy.note("radau5", 1e-9)
 
 
