@@ -30,18 +30,21 @@ TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
 	$(BIN)/ruff format --check mbdgen tests models
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1 \
 		--durations=15
 
 ## test-fast: the suite without the tests marked slow (compile-heavy), for a quick check
 test-fast: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 1 \
 		-m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check mbdgen tests models
 	$(BIN)/ruff format --check mbdgen tests models
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format mbdgen tests models
@@ -75,4 +78,4 @@ docs: $(STAMP)
 	$(BIN)/python docs/figures/spatial_elements.py -o docs/figures/spatial_elements.png
 
 clean:
-	rm -rf results build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf results build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -22,6 +22,7 @@ It runs after the run, in Python, on one state: it costs nothing per step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 
@@ -254,7 +255,7 @@ def _missing_inertia(module: ModuleType, flagged: Sequence[int], result: object)
             if row.get(key, -1) < 0:
                 continue
             pname = pnames[row[key]]
-            value = values.get(pname, defaults.get(pname, np.nan))
+            value = values[pname] if pname in values else defaults.get(pname, math.nan)
             if value > 0.0:
                 continue
             what = "mass" if key == "m" else _ROTARY[key]
@@ -327,7 +328,12 @@ def _dense_blocks(module: ModuleType, ws: Sequence[np.ndarray]) -> Sequence[np.n
     mass, force, phi, phi_q, phi_t, gamma = ws[:6]
     rows = getattr(module, "PHI_Q_ROWS", None)
     sparse = rows is not None and np.ndim(mass) == 1 and np.ndim(phi_q) == 1
-    if sparse and mass.size == len(module.MASS_ROWS) and phi_q.size == len(rows):
+    if (
+        rows is not None
+        and sparse
+        and mass.size == len(module.MASS_ROWS)
+        and phi_q.size == len(rows)
+    ):
         n, m = module.N_COORDINATES, module.N_CONSTRAINTS
         dense_mass, dense_phi_q = np.zeros((n, n)), np.zeros((m, n))
         np.add.at(dense_mass, (module.MASS_ROWS, module.MASS_COLS), mass)

@@ -118,7 +118,7 @@ def initial_states(
 
 def coordinate_vector(
     module: ModuleType,
-    value: Sequence[float] | Mapping[str, float] | None,
+    value: Sequence[float] | Mapping[str, float] | np.ndarray | None,
     default: np.ndarray,
     what: str,
 ) -> np.ndarray:
@@ -135,7 +135,9 @@ def coordinate_vector(
     return values
 
 
-def state_vector(value: Sequence[float] | None, default: np.ndarray, what: str) -> np.ndarray:
+def state_vector(
+    value: Sequence[float] | np.ndarray | None, default: np.ndarray, what: str
+) -> np.ndarray:
     """``value`` (q0 or q̇0) as a float vector of the default's length, or the default."""
     if value is None:
         return np.array(default, dtype=np.float64)

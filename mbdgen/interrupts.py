@@ -27,7 +27,7 @@ try:  # the C module that ``signal`` wraps: its calls take and return plain ints
     # every previous handler that is a function)
     import _signal
 except ImportError:  # pragma: no cover - another Python implementation
-    _signal = signal  # type: ignore[assignment]
+    _signal = signal
 
 #: The signals a run turns into exceptions (:func:`interrupts_as_exceptions`).
 _GUARDED = tuple(

@@ -45,7 +45,9 @@ def _gammas(count: int, bashforth: bool) -> tuple[Fraction, ...]:
         if bashforth:
             g.append(Fraction(1) - sum(g[j] / (i + 1 - j) for j in range(i)))
         else:
-            g.append(Fraction(1) if i == 0 else -sum(g[j] / (i + 1 - j) for j in range(i)))
+            g.append(
+                Fraction(1) if i == 0 else -sum((g[j] / (i + 1 - j) for j in range(i)), Fraction(0))
+            )
     return tuple(g)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -252,7 +252,7 @@ def _states_reading_accelerations(module: ModuleType) -> list[str]:
     rows of d_q̈ or d_λ in the module's patterns)."""
     if not getattr(module, "IMPLICIT_STATES", False):
         return []
-    rows = set()
+    rows: set[int] = set()
     for pattern in ("STATE_RESIDUAL_QDD_ROWS", "STATE_RESIDUAL_LAM_ROWS"):
         rows.update(int(i) for i in getattr(module, pattern, ()))
     return [module.STATE_NAMES[i] for i in sorted(rows)]
@@ -538,7 +538,9 @@ def _check_motion(
     t0 on 'the solution became NaN'; every other method records the constant state.
     A driven mechanism of 0 degrees of freedom (a kinematic one) runs."""
     n = module.N_COORDINATES
-    if spec.family not in ("hht_adaptive", "genalpha_adaptive") or getattr(module, "N_STATES", 0):
+    if spec.family not in ("hht_adaptive", "genalpha_adaptive") or int(
+        getattr(module, "N_STATES", 0)
+    ):
         return
     if removed.rank < n:  # rank Φ_q(q0) (m for independent rows)
         return
@@ -1205,11 +1207,12 @@ def _execute(
     if family.CONSISTENT_START:
         tol0 = family.start_tol(family_options, newton_tol, x[:n])
         if assemble is False or tol0 < newton_tol:
-            hold = () if assemble in (False, True) else tuple(assemble)
+            hold = () if assemble in (False, True) else tuple(cast(Sequence[str], assemble))
             x, projected = _consistent_start(
                 module, t0, x, params, tol0, residuals0, hold, newton_tol
             )
     partitioned = constraints in ("gcp", "hybrid")
+    gcp_ws: Any = None
     if partitioned:
         if constraints == "gcp" and shared.sparse_gcp(module):
             gcp_ws, quality = _sparse_gcp_workspace(module, t0, x, p)

@@ -264,7 +264,7 @@ class Specializing:
         child = choice.child
         if child is not None and child.poll() is not None:
             choice.child = None
-            if load_cached(self.own, choice.signature):  # type: ignore[arg-type]
+            if load_cached(self.own, choice.signature):
                 choice.target = self.own
                 return
         compiled = len(self.own.overloads)
@@ -274,7 +274,7 @@ class Specializing:
                 choice.target = self.own
 
     def __call__(self, *args: Any) -> Any:
-        key = _fingerprint(args)
+        key: Any = _fingerprint(args)
         if key is None:  # rare (an argument Numba has no fingerprint for): the types
             key = tuple(self.own.typeof_pyval(a) for a in args)
         choice = self._choices.get(key)

@@ -161,7 +161,7 @@ class Stepper:
     #: The family chooses its step sizes (the driver cuts its run into more chunks so
     #: that ``Result.step_history`` shows them).
     CHOOSES_STEPS: ClassVar[bool] = False
-    ws: tuple
+    ws: Any  # the family's workspace, a NamedTuple of its runtime module
     out: Outputs
 
     def __init__(self, run: Run) -> None:
@@ -180,7 +180,7 @@ class Stepper:
         """Settings of the family for ``result.info``."""
         return {}
 
-    def columns(self, k: int) -> dict[str, np.ndarray]:
+    def columns(self, k: int) -> dict[str, Any]:
         """The first ``k`` output rows as the arrays of a Result."""
         run, out = self.run, self.out
         n, m = run.n, run.m
@@ -245,6 +245,12 @@ class Stepper:
 
     def pending_output(self) -> bool:
         return False
+
+    @classmethod
+    def start_tol(cls, options: Mapping[str, Any], newton_tol: float, q0: np.ndarray) -> float:
+        """How consistent q0, q̇0 must be before the first step (families with
+        :attr:`CONSISTENT_START` only)."""
+        raise NotImplementedError(f"{cls.__name__} takes q0 as given")
 
     def reconcile(self, k: int) -> dict[str, Any] | None:
         """Make the first ``k`` output rows consistent where the family's rows need it
@@ -349,7 +355,7 @@ class FixedStep(Stepper):
         self.entry = self._entry()
         if spec.family == "rk":
             self.ab, self.am, _, _, _ = _tables("ramp", run.order, None)
-            self.rk = rk_arrays(spec.tableau)  # type: ignore[arg-type]
+            self.rk: tuple[np.ndarray, ...] = rk_arrays(spec.tableau)  # type: ignore[arg-type]
             history, target, start_code = 2, RK_ONLY, explicit.START_RK
         else:
             self.ab, self.am, *rk = _tables(run.start, run.order, spec.corrector)
@@ -555,7 +561,7 @@ class AccelerationState(Stepper):
     def rows(self) -> int:
         return int(self.state[1])
 
-    def columns(self, k: int) -> dict[str, np.ndarray]:
+    def columns(self, k: int) -> dict[str, Any]:
         n, m, nd, x = self.run.n, self.run.m, self.run.nd, self.out.x
         o = 3 * n + m
         return {
@@ -800,7 +806,8 @@ class ErrorControlled:
     }  # fmt: skip
     CONSISTENT_START: ClassVar[bool] = True
     run: Run
-    ws: hht.Workspace
+    ws: Any  # hht.Workspace; radau's for Radau
+    out: Outputs
     state: np.ndarray
 
     @classmethod
@@ -1174,7 +1181,7 @@ def _radau_entry(run: Run) -> Any:
         return entry
     names = ("dynamics", *shared.INDEX3_BLOCKS)
     if getattr(module, "LINEAR_ALGEBRA", "dense") == "sparse":
-        names = tuple(f"{k}_values" for k in names)
+        names = tuple(f"{k}_values" for k in names)  # type: ignore[assignment]
     kernels = tuple(getattr(module, k) for k in names)
 
     def call(*args: Any) -> Any:

@@ -82,7 +82,8 @@ def constraint_blocks(
     then as values on PHI_Q_ROWS/COLS) or of the ``phi``, ``phi_q``, ``phi_t`` kernels."""
     n, m = module.N_COORDINATES, module.N_CONSTRAINTS
     if kernel == "phi":
-        return tuple(_kernel(module, name, t, q, p) for name in ("phi", "phi_q", "phi_t"))
+        phi, phi_q, phi_t = (_kernel(module, name, t, q, p) for name in ("phi", "phi_q", "phi_t"))
+        return phi, phi_q, phi_t
     phi, phi_t, force, gamma = np.zeros(m), np.zeros(m), np.zeros(n), np.zeros(m)
     if kernel == "dynamics_values":
         mass, phi_q = np.zeros(len(module.MASS_ROWS)), np.zeros(len(module.PHI_Q_ROWS))
@@ -121,7 +122,7 @@ def _phi_q_pattern(module: ModuleType) -> tuple[np.ndarray, np.ndarray]:
     pattern = getattr(module, "_mbdgen_phi_q_pattern", None)
     if pattern is None:
         pattern = (np.asarray(module.PHI_Q_ROWS), np.asarray(module.PHI_Q_COLS))
-        module._mbdgen_phi_q_pattern = pattern
+        module._mbdgen_phi_q_pattern = pattern  # type: ignore[attr-defined]
     return pattern
 
 
@@ -130,7 +131,7 @@ def _identity_mass(module: ModuleType) -> np.ndarray:
     h_val = getattr(module, "_mbdgen_identity_mass", None)
     if h_val is None:
         h_val = (np.asarray(module.MASS_ROWS) == np.asarray(module.MASS_COLS)).astype(np.float64)
-        module._mbdgen_identity_mass = h_val
+        module._mbdgen_identity_mass = h_val  # type: ignore[attr-defined]
     return h_val
 
 
@@ -255,7 +256,7 @@ def dependent_rows(phi_q: np.ndarray, tol: float = RANK_TOL) -> list[int]:
     return [int(i) for i in np.flatnonzero(weight > 1e-8)]
 
 
-def at_origin(module: ModuleType, q: Sequence[float]) -> bool:
+def at_origin(module: ModuleType, q: Sequence[float] | np.ndarray) -> bool:
     """Whether ``q`` puts every body of a mechanism at the origin, unrotated: the q0 a
     body gets where the model gives it none (planar (0, 0, 0), spatial (0, 0, 0, 1, 0,
     0, 0), a point body 0).  False for a generalized-coordinate model, whose q = 0 is
@@ -285,8 +286,8 @@ def origin_advice(what: str) -> str:
 def assemble(
     module: ModuleType,
     *,
-    q0: Sequence[float] | None = None,
-    qd0: Sequence[float] | None = None,
+    q0: Sequence[float] | np.ndarray | None = None,
+    qd0: Sequence[float] | np.ndarray | None = None,
     t0: float = 0.0,
     params: Mapping[str, float] | None = None,
     hold: Sequence[str] = (),

@@ -392,7 +392,7 @@ def equilibrium(
     model: ModuleType | str | Path,
     *,
     method: str = "minimize",
-    q0: Sequence[float] | None = None,
+    q0: Sequence[float] | np.ndarray | None = None,
     t: float = 0.0,
     params: Mapping[str, float] | None = None,
     gtol: float = 1e-10,

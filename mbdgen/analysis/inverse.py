@@ -266,7 +266,7 @@ def inverse_dynamics(
         rhs = force - inertia
         lam[j], *_ = np.linalg.lstsq(jac.T, rhs, rcond=None)
         residual[j] = np.linalg.norm(jac.T @ lam[j] - rhs)
-        scale = np.linalg.norm(rhs) + np.linalg.norm(force) + np.linalg.norm(inertia)
+        scale = float(np.linalg.norm(rhs) + np.linalg.norm(force) + np.linalg.norm(inertia))
         if residual[j] > residual_tol * max(scale, 1e-300):
             raise MbdgenError(
                 f"no multipliers satisfy Φ_qᵀλ = Q − M q̈ at t = {t:.10g} (residual "

@@ -348,7 +348,7 @@ class _Point:
 
 def linearize(
     model: ModuleType | str | Path,
-    q0: Sequence[float] | Mapping[str, float] | None = None,
+    q0: Sequence[float] | Mapping[str, float] | np.ndarray | None = None,
     *,
     params: Mapping[str, float] | None = None,
     t: float = 0.0,
@@ -595,7 +595,7 @@ def sweep_modes(
     if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all():
         raise MbdgenError(f"the values of {parameter} must be a non-empty list of finite numbers")
     rows, points = [], []
-    guess = q0
+    guess: Sequence[float] | Mapping[str, float] | np.ndarray | None = q0
     for value in grid:
         try:
             lin = linearize(
