@@ -366,7 +366,7 @@ class _Renderer:
         self.pairs = self._pairs()
 
     @staticmethod
-    def _pad(v: Sequence[float]) -> np.ndarray:
+    def _pad(v: Sequence[float] | np.ndarray) -> np.ndarray:
         out = np.zeros(3)
         out[: len(v)] = v
         return out
@@ -396,7 +396,8 @@ class _Renderer:
 
     def _shapes(self) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
         """Per body: (F, k, 2) outline (closed for k ≥ 3) and (F, 3, 2, 2) frame axes."""
-        outlines, axes = [], []
+        outlines: list[np.ndarray] = []
+        axes: list[np.ndarray | None] = []
         scale = 0.08 * self.extent
         for i, b in enumerate(self.geo["bodies"]):
             pts = self.local[i]
@@ -524,7 +525,7 @@ class _Renderer:
         canvas.draw()
         background = canvas.copy_from_bbox(fig.bbox)
 
-        colors = matplotlib.colormaps["tab10"].colors
+        colors = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # listed
         bars, polys = [], []
         for i, path in enumerate(outlines):
             c = colors[i % len(colors)]

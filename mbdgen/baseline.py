@@ -128,7 +128,8 @@ class Tolerance:
     rtol: float
     atol: float
 
-    def bound(self, peak: np.ndarray) -> np.ndarray:
+    def bound(self, peak: Any) -> Any:
+        """atol + rtol · peak, elementwise (``peak``: an array or a scalar)."""
         return self.atol + self.rtol * peak
 
     def __str__(self) -> str:
@@ -780,11 +781,12 @@ def write_junit(path: str | Path, suite: Suite, reports: Sequence[CaseReport]) -
     errors = sum(r.status == "error" for r in reports)
     seconds = f"{sum(r.seconds for r in reports):.3f}"
     counts = {"tests": str(len(reports)), "failures": str(failures), "errors": str(errors)}
-    root = ET.Element("testsuites", name="mbdgen baseline", **counts, time=seconds)
+    root = ET.Element("testsuites", {}, name="mbdgen baseline", **counts, time=seconds)
     stamp = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0, tzinfo=None)
     testsuite = ET.SubElement(
         root,
         "testsuite",
+        {},
         name=str(suite.path),
         **counts,
         skipped="0",

@@ -166,7 +166,7 @@ def compile_cmd(
     from mbdgen.timing import CompileReport
 
     methods = _jit_methods(jit)
-    background: list[str] = []
+    background: tuple[str, ...] = ()
     if precompile:
         from mbdgen.precompile import parse_methods
 
@@ -232,7 +232,7 @@ def _jit_entry_points(target: Path, methods: list[str], report: CompileReport) -
         report.add("jit", time.perf_counter() - start, f"{name}: {get_method(name).entry}")
 
 
-def _compile(model: str, out_dir: str) -> object:
+def _compile(model: str, out_dir: str) -> ModuleType:
     """``mbdgen.compile`` that says on stderr when it generates a module (seconds to
     minutes) and how long that took; an up-to-date module is imported silently."""
     import time
@@ -673,7 +673,7 @@ def simulate(
         with notice, warnings.catch_warnings():
             warnings.simplefilter("always", ConstraintWarning)
             warnings.simplefilter("always", OutputSizeWarning)
-            warnings.showwarning = collect
+            warnings.showwarning = collect  # type: ignore[assignment]  # extra args: *_
             result = run(
                 module,
                 method=method,
@@ -715,7 +715,7 @@ def simulate(
             # the run's own message first, then what became of its partial result
             click.echo(f"error: {exc}", err=True)
             if exc.result is not None and output:
-                _save_partial(exc.result, output)  # type: ignore[arg-type]
+                _save_partial(exc.result, output)
         sys.exit(interrupts.exit_code() if stopped else 1)
     if bar is not None:
         bar.__exit__(None, None, None)
@@ -847,7 +847,8 @@ def info(model: str, out_dir: str) -> None:
         click.echo(f"user states ({module.N_STATES}): {initial}")
     click.echo(f"constraints ({m}):")
     if not isinstance(mdl, Mechanism):
-        for i, c in enumerate(mdl.constraints):  # type: ignore[attr-defined]
+        constraints: Any = mdl.constraints
+        for i, c in enumerate(constraints):
             click.echo(f"  Φ[{i}] = {c}")
     else:
         click.echo("  " + ", ".join(module.CONSTRAINT_NAMES))
@@ -1482,7 +1483,7 @@ def bench(
         from mbdgen import bench_first_run
 
         methods = bench_first_run.METHODS[:3] if quick else bench_first_run.METHODS
-        numbers = {
+        numbers: dict[str, Any] = {
             "first_run": bench_first_run.first_runs(methods),
             "background": bench_first_run.background_slowdown(2 if quick else 4),
         }
@@ -2129,7 +2130,7 @@ def sweep_cmd(
             bar.length = total
             bar.update(done - bar.pos)
 
-    options = {
+    options: dict[str, Any] = {
         "method": method, "order": order, "h": h, "t_end": t_end, "alpha": alpha, "beta": beta,
         "constraints": constraints, "start": start, "hht_alpha": hht_alpha, "rho_inf": rho_inf,
         "rtol": rtol, "atol": atol, "assemble": list(hold) if assemble else False,

@@ -21,7 +21,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -580,7 +580,8 @@ class Result:
         }
 
     def _save_npz(self, fh: IO[bytes]) -> None:
-        np.savez_compressed(fh, **self._arrays(), meta=np.array(json.dumps(self._meta())))
+        # NumPy's stubs match the arrays' names against allow_pickle
+        np.savez_compressed(fh, **self._arrays(), meta=np.array(json.dumps(self._meta())))  # type: ignore[arg-type]
 
     def _save_h5(self, fh: IO[bytes]) -> None:
         """HDF5: arrays as datasets with column names and units, metadata as attributes.
@@ -758,7 +759,7 @@ class Result:
             columns.append(self.energy[:, :1])
             if self.has_potential:  # a model without V gets no column of zeros
                 names += ["potential", "power"]
-                columns += [self.energy[:, 1:], self.power[:, None]]
+                columns += [self.energy[:, 1:], cast(np.ndarray, self.power)[:, None]]
         if self.reactions is not None:
             from mbdgen.codegen.abi import REACTION_COLUMNS
 
@@ -935,9 +936,9 @@ def _check_contents(where: str, meta: Any, arrays: dict[str, np.ndarray]) -> Non
                 f"{where} is inconsistent: it names {nd} user state(s) but has no {key!r} array"
             )
     for key, shape in expected.items():
-        value = arrays.get(key)
-        if value is None:
+        if key not in arrays:
             continue
+        value = arrays[key]
         if value.ndim != len(shape) or any(
             want is not None and got != want for got, want in zip(value.shape, shape, strict=True)
         ):

@@ -55,7 +55,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -182,7 +182,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     raise MbdgenError(f"parameter table {path}: write it as .csv or .parquet")
 
 
-def parse_spec(item: str) -> tuple[str, list[float] | tuple[float, ...]]:
+def parse_spec(item: str) -> tuple[str, list[float] | tuple[float, float]]:
     """A CLI ``-p`` item: ``NAME=A:B:N`` (N values from A to B), ``NAME=A:B`` (a range
     for --random), ``NAME=V1,V2,...`` or ``NAME=V``."""
     name, sep, text = item.partition("=")
@@ -200,7 +200,7 @@ def parse_spec(item: str) -> tuple[str, list[float] | tuple[float, ...]]:
                     )
                 return name, list(np.linspace(parts[0], parts[1], int(count)))
             if len(parts) == 2:
-                return name, parts
+                return name, (parts[0], parts[1])
             raise ValueError
         return name, [float(s) for s in text.split(",")]
     except ValueError:
@@ -218,7 +218,8 @@ def plan_from_specs(
             if isinstance(v, tuple):
                 raise MbdgenError(f"-p {name}: A:B is a range for --random; a grid wants A:B:N")
         return grid(dict(parsed))
-    ranges, fixed = {}, {}
+    ranges: dict[str, tuple[float, float]] = {}
+    fixed: dict[str, float] = {}
     for name, v in parsed:
         if isinstance(v, tuple):
             ranges[name] = v
@@ -310,7 +311,7 @@ def read_outputs(path: str | Path) -> dict[str, ResultFunction]:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's code: its error on one line
         raise MbdgenError(f"cannot load outputs file {path}: {type(exc).__name__}: {exc}") from None
-    functions = {
+    functions: dict[str, ResultFunction] = {
         name: fn
         for name, fn in vars(module).items()
         if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == module.__name__
@@ -773,7 +774,7 @@ def sweep(
     manifest = {
         "mbdgen_version": __version__,
         "model": module.MODEL_NAME,
-        "module_file": str(Path(module.__file__).resolve()),
+        "module_file": str(Path(cast(str, module.__file__)).resolve()),
         "body_hash": getattr(module, "BODY_HASH", ""),
         "options": _json_options(base),
         "outputs": sorted(outputs or {}),
@@ -979,7 +980,7 @@ def _on_dask(
     its runs get no row, so ``resume=True`` runs exactly them."""
     from distributed import as_completed
 
-    module_path = str(Path(module.__file__).resolve())
+    module_path = str(Path(cast(str, module.__file__)).resolve())
     # the module's text travels with every task (tens of kB: nothing next to a batch's
     # runs), not scattered: scattered data dies with the workers that hold it, and
     # the batches depending on it would be cancelled.  A worker that sees the same

@@ -151,7 +151,7 @@ def multipliers(module: ModuleType) -> tuple[Multiplier, ...]:
         key = family
         if family in _BY_KIND:
             key = f"{family}_{'spatial' if 's' in tags else 'planar'}"
-        dims = ROW_DIMENSIONS.get(key, ())
+        dims: tuple[str | None, ...] = ROW_DIMENSIONS.get(key, ())
         if len(dims) != count:  # a family this table does not know: say nothing
             dims = (None,) * count
         for k in range(count):

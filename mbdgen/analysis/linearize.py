@@ -571,7 +571,7 @@ class ModeSweep:
 def sweep_modes(
     model: ModuleType | str | Path,
     parameter: str,
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     q0: Sequence[float] | Mapping[str, float] | None = None,
     *,
     params: Mapping[str, float] | None = None,
